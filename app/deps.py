@@ -1,0 +1,48 @@
+"""FastAPI dependencies: the long-lived objects the lifespan put on `app.state`, and the caller.
+
+Routers declare these as typed parameters; nothing else reads `app.state`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.auth import Principal, authenticate
+from app.config import Settings
+from app.errors import Unavailable
+from app.memories.service import MemoryService
+from app.state import AppState
+from app.store.service import StoreService
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState | None = getattr(request.app.state, "engram", None)
+    if state is None:
+        raise Unavailable("the service is starting up")
+    return state
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_principal(request: Request, settings: Annotated[Settings, Depends(get_settings)]
+                  ) -> Principal:
+    return authenticate(request, settings)
+
+
+def get_store_service(state: Annotated[AppState, Depends(get_state)]) -> StoreService:
+    return state.store
+
+
+def get_memory_service(state: Annotated[AppState, Depends(get_state)]) -> MemoryService:
+    return state.memories
+
+
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+StoreServiceDep = Annotated[StoreService, Depends(get_store_service)]
+MemoryServiceDep = Annotated[MemoryService, Depends(get_memory_service)]
+StateDep = Annotated[AppState, Depends(get_state)]

@@ -1,0 +1,81 @@
+"""The application factory and the lifespan that owns every long-lived object."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+from fastapi import FastAPI
+
+from app.config import Settings
+from app.embedding.pool import EmbeddingPool
+from app.errors import install_error_handlers
+from app.locks import NamespaceLocks
+from app.logging import RequestIdMiddleware, configure_logging
+from app.memories.router import router as memories_router
+from app.memories.service import MemoryService
+from app.ops.router import router as ops_router
+from app.scheduler import Maintenance
+from app.state import AppState
+from app.storage.repository import Repository
+from app.store.builder import MemoryBuilder
+from app.store.router import router as store_router
+from app.store.service import StoreService
+
+log = structlog.get_logger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None = None) -> FastAPI:
+    """Build a fresh app.
+
+    Args:
+        settings: defaults to `Settings()` from the environment.
+        pool: an already-loaded embedding pool to share (tests load the model once); by
+            default the lifespan loads the configured model.
+    """
+    settings = settings or Settings()
+    configure_logging(level=settings.log_level, json=settings.is_production())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        embedding = pool or await EmbeddingPool.load(settings)
+        repo = await Repository.open(settings, embedding_dim=embedding.dim)
+        locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds)
+        builder = MemoryBuilder(repo, embedding, settings)
+        store = StoreService(repo, builder, locks, settings)
+        maintenance = Maintenance(repo, every_versions=settings.compact_every_versions)
+        app.state.engram = AppState(
+            settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
+            store=store, memories=MemoryService(repo, builder, locks), maintenance=maintenance,
+        )
+        store.start()
+        await store.resume_pending()
+        maintenance.start()
+        if not settings.auth_enabled:
+            log.warning("auth_disabled", detail="no API keys configured: serving local callers "
+                        "only", host=settings.host)
+        log.info("ready", lancedb=settings.resolved_lancedb_uri, model=embedding.name)
+        try:
+            yield
+        finally:
+            # Reverse order of creation.
+            await maintenance.stop()
+            await store.stop()
+            if pool is None:
+                await embedding.close()
+            app.state.engram = None
+
+    app = FastAPI(
+        title="Engram",
+        version="0.1.0",
+        summary="Long-term memory for AI assistants: store sessions, recall what matters.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engram = None
+    install_error_handlers(app)
+    app.add_middleware(RequestIdMiddleware)
+    for router in (store_router, memories_router, ops_router):
+        app.include_router(router)
+    return app

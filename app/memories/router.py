@@ -1,0 +1,112 @@
+"""Read, list and delete memories; the sessions ledger; deletes of sessions and namespaces."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from app.deps import CurrentPrincipal, MemoryServiceDep
+from app.errors import error_responses
+from app.memories.schemas import (
+    Deleted,
+    MemoryList,
+    MemoryPublic,
+    MemoryState,
+    SessionList,
+    SessionPublic,
+    Tier,
+)
+from app.storage.repository import MemoryFilter
+from app.validation import ID_PATTERN, NAMESPACE_PATTERN
+
+router = APIRouter(prefix="/v1", tags=["memories"])
+
+NamespacePath = Annotated[str, Path(pattern=NAMESPACE_PATTERN)]
+IdPath = Annotated[str, Path(pattern=ID_PATTERN)]
+
+
+@router.get("/memories", response_model=MemoryList, responses=error_responses(401, 403, 422))
+async def list_memories(
+    principal: CurrentPrincipal,
+    service: MemoryServiceDep,
+    namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)],
+    session_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+    category: str | None = None,
+    tier: Tier | None = None,
+    branch: str | None = None,
+    state: MemoryState | None = MemoryState.active,
+    tag: str | None = None,
+    min_importance: Annotated[int | None, Query(ge=1, le=10)] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> MemoryList:
+    """A namespace's memories, newest first, filtered and paged."""
+    principal.require_namespace(namespace)
+    where = MemoryFilter(
+        namespace=namespace, session_id=session_id, category=category,
+        tier=tier.value if tier else None, branch=branch,
+        state=state.value if state else None, min_importance=min_importance, tag=tag,
+    )
+    return await service.list(where, offset=offset, limit=limit)
+
+
+@router.get("/memories/{memory_id}", response_model=MemoryPublic,
+            responses=error_responses(401, 403, 404))
+async def get_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
+                     ) -> MemoryPublic:
+    """One memory with all its metadata."""
+    return await service.get(memory_id, principal)
+
+
+@router.delete("/memories/{memory_id}", response_model=Deleted,
+               responses=error_responses(401, 403, 404, 503))
+async def delete_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
+                        ) -> Deleted:
+    """Delete one memory (its messages stay in the raw log)."""
+    return await service.delete(memory_id, principal)
+
+
+@router.get("/namespaces/{namespace}/sessions", response_model=SessionList,
+            responses=error_responses(401, 403))
+async def list_sessions(namespace: NamespacePath, principal: CurrentPrincipal,
+                        service: MemoryServiceDep) -> SessionList:
+    """The sessions ledger of a namespace."""
+    principal.require_namespace(namespace)
+    return await service.sessions(namespace)
+
+
+@router.get("/namespaces/{namespace}/sessions/{session_id}", response_model=SessionPublic,
+            responses=error_responses(401, 403, 404))
+async def get_session(namespace: NamespacePath, session_id: IdPath, principal: CurrentPrincipal,
+                      service: MemoryServiceDep) -> SessionPublic:
+    """One session's ledger entry: when it was stored, its chunks and message range."""
+    principal.require_namespace(namespace)
+    return await service.session(namespace, session_id)
+
+
+@router.delete("/namespaces/{namespace}", response_model=Deleted,
+               responses=error_responses(401, 403, 503))
+async def delete_namespace(namespace: NamespacePath, principal: CurrentPrincipal,
+                           service: MemoryServiceDep) -> Deleted:
+    """Delete everything stored for a namespace."""
+    principal.require_namespace(namespace)
+    return await service.delete_namespace(namespace)
+
+
+@router.delete("/namespaces/{namespace}/sessions/{session_id}", response_model=Deleted,
+               responses=error_responses(401, 403, 404, 503))
+async def delete_session(namespace: NamespacePath, session_id: IdPath,
+                         principal: CurrentPrincipal, service: MemoryServiceDep) -> Deleted:
+    """Delete a session: its messages, memories, events and ledger entry."""
+    principal.require_namespace(namespace)
+    return await service.delete_session(namespace, session_id)
+
+
+@router.delete("/namespaces/{namespace}/sessions/{session_id}/messages/{msg_id}",
+               response_model=Deleted, responses=error_responses(401, 403, 404, 503))
+async def delete_message(namespace: NamespacePath, session_id: IdPath, msg_id: IdPath,
+                         principal: CurrentPrincipal, service: MemoryServiceDep) -> Deleted:
+    """Delete one message; the memories that held it are rebuilt without it."""
+    principal.require_namespace(namespace)
+    return await service.delete_message(namespace, session_id, msg_id)

@@ -1,0 +1,120 @@
+"""Public shapes of memories, sessions and their listings."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from app.storage.records import MemoryRecord, SessionRecord
+
+
+class Tier(StrEnum):
+    session = "session"
+    daily = "daily"
+    longterm = "longterm"
+
+
+class MemoryState(StrEnum):
+    active = "active"
+    compressed = "compressed"
+    forgotten = "forgotten"
+
+
+class WeightScores(BaseModel):
+    novelty: float
+    entropy: float
+    task: float
+    emotion: float
+    total: float
+
+
+class MemoryPublic(BaseModel):
+    id: str
+    namespace: str
+    session_id: str
+    text: str
+    category: str
+    category_confidence: float
+    importance: int = Field(ge=1, le=10)
+    tags: list[str]
+    entities: dict[str, list[str]]
+    subtopics: list[str]
+    msg_ids: list[str] = Field(description="Every message this memory covers, in order.")
+    msg_count: int
+    start_msg: str
+    end_msg: str
+    speaker_pattern: str
+    time_start: datetime | None
+    time_end: datetime | None
+    source: str
+    branch: str
+    tier: Tier
+    state: MemoryState
+    protected: bool
+    hit_count: int
+    access_count: int
+    last_accessed: datetime | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    language: str
+    weight: WeightScores
+    summary_of: list[str]
+
+    @classmethod
+    def from_record(cls, m: MemoryRecord) -> MemoryPublic:
+        return cls(
+            id=m.id, namespace=m.namespace, session_id=m.session_id, text=m.text,
+            category=m.category, category_confidence=round(m.category_confidence, 4),
+            importance=m.importance, tags=m.tags, entities=json.loads(m.entities or "{}"),
+            subtopics=m.subtopics, msg_ids=m.msg_ids, msg_count=m.msg_count,
+            start_msg=m.start_msg, end_msg=m.end_msg, speaker_pattern=m.speaker_pattern,
+            time_start=m.time_start, time_end=m.time_end, source=m.source, branch=m.branch,
+            tier=Tier(m.tier), state=MemoryState(m.state), protected=m.protected,
+            hit_count=m.hit_count, access_count=m.access_count, last_accessed=m.last_accessed,
+            created_at=m.created_at, updated_at=m.updated_at, language=m.language,
+            weight=WeightScores(novelty=m.score_novelty, entropy=m.score_entropy,
+                                task=m.score_task, emotion=m.score_emotion,
+                                total=m.weight_score),
+            summary_of=m.summary_of,
+        )
+
+
+class MemoryList(BaseModel):
+    items: list[MemoryPublic]
+    count: int = Field(description="Memories matching the filters (all pages).")
+    offset: int
+    limit: int
+
+
+class SessionPublic(BaseModel):
+    namespace: str
+    session_id: str
+    source: str
+    branch: str
+    stored_at: datetime | None
+    updated_at: datetime | None
+    message_count: int
+    chunk_count: int
+    chunk_ids: list[str]
+    first_msg: str | None
+    last_msg: str | None
+    time_start: datetime | None
+    time_end: datetime | None
+
+    @classmethod
+    def from_record(cls, s: SessionRecord) -> SessionPublic:
+        return cls.model_validate(s, from_attributes=True)
+
+
+class SessionList(BaseModel):
+    items: list[SessionPublic]
+    count: int
+
+
+class Deleted(BaseModel):
+    deleted: bool = True
+    memories_deleted: int = 0
+    memories_rebuilt: list[str] = Field(default_factory=list)

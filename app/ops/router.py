@@ -1,0 +1,55 @@
+"""Health and readiness."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel
+
+from app.errors import Unavailable, error_responses
+from app.state import AppState
+
+router = APIRouter(tags=["ops"])
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: str
+    model: str
+    embedding_dim: int
+    tables: dict[str, dict[str, int]]
+    store_worker_heartbeat: datetime | None
+    maintenance_heartbeat: datetime | None
+
+
+def _state_or_none(request: Request) -> AppState | None:
+    return getattr(request.app.state, "engram", None)
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """Liveness: the process answers."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Readiness, responses=error_responses(503))
+async def readyz(state: Annotated[AppState | None, Depends(_state_or_none)]) -> Readiness:
+    """Readiness: model loaded, tables open, background workers alive."""
+    if state is None:
+        raise Unavailable("starting up: model or storage not ready")
+    now = datetime.now(UTC)
+    for name, beat in (("store worker", state.store.heartbeat),
+                       ("maintenance", state.maintenance.heartbeat)):
+        if beat is not None and (now - beat).total_seconds() > 60:
+            raise Unavailable(f"the {name} has not reported for {(now - beat).seconds} s")
+    return Readiness(
+        status="ready", model=state.pool.name, embedding_dim=state.pool.dim,
+        tables=await state.repo.table_stats(),
+        store_worker_heartbeat=state.store.heartbeat,
+        maintenance_heartbeat=state.maintenance.heartbeat,
+    )

@@ -1,0 +1,62 @@
+"""Background jobs started and stopped in the lifespan.
+
+`Maintenance` compacts tables: every write is a LanceDB version and a fragment, and searches
+slow down as fragments pile up (LANCEDB_NOTES.md #3), while new rows stay outside the
+indexes until `optimize()` (#12). Compaction conflicts with concurrent writers (#2), so it
+runs only when this process has not written for a while, and a conflict is simply retried
+on a later tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import structlog
+
+from app.storage.repository import Repository
+
+log = structlog.get_logger(__name__)
+
+
+class Maintenance:
+    def __init__(self, repo: Repository, *, every_versions: int, idle_seconds: float = 2.0,
+                 tick_seconds: float = 5.0) -> None:
+        self._repo = repo
+        self._every_versions = every_versions
+        self._idle_seconds = idle_seconds
+        self._tick_seconds = tick_seconds
+        self._task: asyncio.Task[None] | None = None
+        self.heartbeat: datetime | None = None
+        self.compactions = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="maintenance")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            self.heartbeat = datetime.now(UTC)
+            await asyncio.sleep(self._tick_seconds)
+            await self.run_once()
+
+    async def run_once(self, *, force: bool = False) -> list[str]:
+        """Compact the tables that need it; return their names."""
+        if not force and time.monotonic() - self._repo.last_write_monotonic < self._idle_seconds:
+            return []
+        threshold = 1 if force else self._every_versions
+        done = []
+        for table in self._repo.tables_needing_compaction(threshold):
+            try:
+                await self._repo.compact(table)
+                done.append(table)
+                self.compactions += 1
+            except Exception as exc:  # a commit conflict with a writer: retry next tick
+                log.warning("compaction_deferred", table=table, error=str(exc)[:200])
+        return done

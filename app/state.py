@@ -1,0 +1,26 @@
+"""The long-lived objects owned by the app's lifespan, in one typed place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.config import Settings
+from app.embedding.pool import EmbeddingPool
+from app.locks import NamespaceLocks
+from app.memories.service import MemoryService
+from app.scheduler import Maintenance
+from app.storage.repository import Repository
+from app.store.builder import MemoryBuilder
+from app.store.service import StoreService
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    repo: Repository
+    pool: EmbeddingPool
+    locks: NamespaceLocks
+    builder: MemoryBuilder
+    store: StoreService
+    memories: MemoryService
+    maintenance: Maintenance

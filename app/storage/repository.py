@@ -1,0 +1,343 @@
+"""The only code that touches LanceDB tables.
+
+Methods speak in domain words (a session's messages, a namespace's memories); arguments after
+the first are keyword-only. Writes are batched: one call writes many rows in one table version,
+because every LanceDB write is a version and a fragment (see LANCEDB_NOTES.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import lancedb
+import pyarrow as pa
+import structlog
+
+from app.config import Settings
+from app.storage.migrations import migrate
+from app.storage.records import (
+    EventRecord,
+    JobRecord,
+    MemoryRecord,
+    MessageRecord,
+    SessionRecord,
+    _Record,
+    session_key,
+)
+
+log = structlog.get_logger(__name__)
+
+R = TypeVar("R", bound=_Record)
+
+TABLES = ("messages", "memories", "sessions", "events", "jobs", "meta")
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal (LanceDB filters are DataFusion SQL)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str]) -> str:
+    items = ", ".join(sql_str(v) for v in values)
+    return f"{column} IN ({items})" if items else "false"
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    namespace: str
+    session_id: str | None = None
+    category: str | None = None
+    tier: str | None = None
+    branch: str | None = None
+    state: str | None = "active"
+    min_importance: int | None = None
+    tag: str | None = None
+
+    def to_sql(self) -> str:
+        parts = [f"namespace = {sql_str(self.namespace)}"]
+        for column in ("session_id", "category", "tier", "branch", "state"):
+            value = getattr(self, column)
+            if value is not None:
+                parts.append(f"{column} = {sql_str(value)}")
+        if self.min_importance is not None:
+            parts.append(f"importance >= {int(self.min_importance)}")
+        if self.tag is not None:
+            parts.append(f"array_has(tags, {sql_str(self.tag)})")
+        return " AND ".join(parts)
+
+
+class Repository:
+    def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int) -> None:
+        self._db = db
+        self._tables = tables
+        self.embedding_dim = embedding_dim
+        self._schemas: dict[str, pa.Schema] = {}
+        self._writes_since_compaction: dict[str, int] = dict.fromkeys(tables, 0)
+        self.last_write_monotonic = time.monotonic()
+
+    @classmethod
+    async def open(cls, settings: Settings, *, embedding_dim: int) -> Repository:
+        """Connect, apply pending migrations and open every table."""
+        if not settings.lancedb_uri:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        interval = timedelta(seconds=settings.read_consistency_seconds)
+        db = await lancedb.connect_async(
+            settings.resolved_lancedb_uri,
+            read_consistency_interval=interval,
+            storage_options=settings.storage_options or None,
+        )
+        await migrate(
+            db,
+            embedding_dim=embedding_dim,
+            lock_path=settings.resolved_lock_dir / "migrations.lock",
+        )
+        tables = {name: await db.open_table(name) for name in TABLES}
+        repo = cls(db, tables, embedding_dim=embedding_dim)
+        for name, table in tables.items():
+            repo._schemas[name] = await table.schema()
+        stored_dim = repo._schemas["memories"].field("vector").type.list_size
+        if stored_dim != embedding_dim:
+            from app.errors import Unavailable
+
+            raise Unavailable(
+                f"the store holds {stored_dim}-dimensional vectors but the embedding model "
+                f"makes {embedding_dim}-dimensional ones; use the model the store was built with"
+            )
+        return repo
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _arrow(self, table: str, records: Sequence[_Record]) -> pa.Table:
+        return pa.Table.from_pylist([r.to_row() for r in records], schema=self._schemas[table])
+
+    def _columns(self, table: str, *, exclude: Iterable[str] = ()) -> list[str]:
+        skip = set(exclude)
+        return [n for n in self._schemas[table].names if n not in skip]
+
+    async def _upsert(self, table: str, key: str, records: Sequence[_Record]) -> None:
+        if not records:
+            return
+        await (
+            self._tables[table]
+            .merge_insert(key)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(self._arrow(table, records))
+        )
+        self._wrote(table)
+
+    async def _insert_new(self, table: str, key: str, records: Sequence[_Record]) -> None:
+        """Insert rows whose key is not stored yet; existing keys are left as they are."""
+        if not records:
+            return
+        await (
+            self._tables[table]
+            .merge_insert(key)
+            .when_not_matched_insert_all()
+            .execute(self._arrow(table, records))
+        )
+        self._wrote(table)
+
+    async def _select(
+        self, table: str, cls: type[R], where: str, *, columns: list[str] | None = None,
+        limit: int | None = None,
+    ) -> list[R]:
+        query = self._tables[table].query().where(where)
+        query = query.select(columns or self._columns(table, exclude=("vector",)))
+        if limit is not None:
+            query = query.limit(limit)
+        rows = (await query.to_arrow()).to_pylist()
+        return [cls.from_row(row) for row in rows]
+
+    async def _delete(self, table: str, where: str) -> None:
+        await self._tables[table].delete(where)
+        self._wrote(table)
+
+    def _wrote(self, table: str) -> None:
+        self._writes_since_compaction[table] += 1
+        self.last_write_monotonic = time.monotonic()
+
+    # --- messages (raw log) ------------------------------------------------------------
+
+    async def session_messages(self, namespace: str, session_id: str) -> list[MessageRecord]:
+        """Every stored message of a session, in order."""
+        where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
+        rows = await self._select("messages", MessageRecord, where)
+        return sorted(rows, key=lambda m: m.seq)
+
+    async def upsert_messages(self, messages: Sequence[MessageRecord]) -> None:
+        await self._upsert("messages", "key", messages)
+
+    async def mark_messages_done(self, keys: Sequence[str]) -> None:
+        if keys:
+            await self._tables["messages"].update(
+                updates={"state": "done"}, where=sql_in("key", keys)
+            )
+            self._wrote("messages")
+
+    async def pending_sessions(self) -> list[tuple[str, str]]:
+        """(namespace, session) pairs whose raw log holds messages not yet built into memories."""
+        rows = await (
+            self._tables["messages"].query().where("state = 'pending'")
+            .select(["namespace", "session_id"]).to_arrow()
+        )
+        return sorted(set(zip(rows.column("namespace").to_pylist(),
+                              rows.column("session_id").to_pylist(), strict=True)))
+
+    async def delete_messages(self, namespace: str, session_id: str, msg_ids: Sequence[str]) -> None:
+        where = (f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)} "
+                 f"AND {sql_in('msg_id', msg_ids)}")
+        await self._delete("messages", where)
+
+    async def count_messages(self, namespace: str, session_id: str | None = None) -> int:
+        where = f"namespace = {sql_str(namespace)}"
+        if session_id is not None:
+            where += f" AND session_id = {sql_str(session_id)}"
+        return int(await self._tables["messages"].count_rows(where))
+
+    # --- memories ----------------------------------------------------------------------
+
+    async def upsert_memories(self, memories: Sequence[MemoryRecord]) -> None:
+        for memory in memories:
+            if memory.vector is None or len(memory.vector) != self.embedding_dim:
+                raise ValueError(f"memory {memory.id} has no {self.embedding_dim}-d vector")
+        await self._upsert("memories", "id", memories)
+
+    async def get_memory(self, memory_id: str) -> MemoryRecord | None:
+        rows = await self._select("memories", MemoryRecord, f"id = {sql_str(memory_id)}", limit=1)
+        return rows[0] if rows else None
+
+    async def get_memories(self, memory_ids: Sequence[str], *, with_vector: bool = False
+                           ) -> list[MemoryRecord]:
+        columns = self._columns("memories", exclude=() if with_vector else ("vector",))
+        return await self._select("memories", MemoryRecord, sql_in("id", memory_ids),
+                                  columns=columns)
+
+    async def session_memories(self, namespace: str, session_id: str) -> list[MemoryRecord]:
+        where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
+        rows = await self._select("memories", MemoryRecord, where)
+        return sorted(rows, key=lambda m: (m.start_seq, m.part))
+
+    async def list_memories(
+        self, where: MemoryFilter, *, offset: int, limit: int
+    ) -> tuple[list[MemoryRecord], int]:
+        """A page of memories, newest first, and the number of all that match."""
+        sql = where.to_sql()
+        order = await (
+            self._tables["memories"].query().where(sql)
+            .select(["id", "created_at", "start_seq", "part"]).to_arrow()
+        )
+        keys = sorted(
+            order.to_pylist(),
+            key=lambda r: (r["created_at"], r["start_seq"], r["part"], r["id"]),
+            reverse=True,
+        )
+        page_ids = [r["id"] for r in keys[offset: offset + limit]]
+        by_id = {m.id: m for m in await self.get_memories(page_ids)} if page_ids else {}
+        return [by_id[i] for i in page_ids if i in by_id], len(keys)
+
+    async def count_memories(self, namespace: str) -> int:
+        return int(await self._tables["memories"].count_rows(f"namespace = {sql_str(namespace)}"))
+
+    async def delete_memories(self, memory_ids: Sequence[str]) -> None:
+        if memory_ids:
+            await self._delete("memories", sql_in("id", memory_ids))
+
+    # --- sessions ledger ---------------------------------------------------------------
+
+    async def get_session(self, namespace: str, session_id: str) -> SessionRecord | None:
+        rows = await self._select(
+            "sessions", SessionRecord, f"key = {sql_str(session_key(namespace, session_id))}"
+        )
+        return rows[0] if rows else None
+
+    async def list_sessions(self, namespace: str) -> list[SessionRecord]:
+        rows = await self._select("sessions", SessionRecord, f"namespace = {sql_str(namespace)}")
+        return sorted(rows, key=lambda s: (s.stored_at is None, s.stored_at, s.session_id))
+
+    async def upsert_session(self, session: SessionRecord) -> None:
+        await self._upsert("sessions", "key", [session])
+
+    async def delete_session(self, namespace: str, session_id: str) -> None:
+        """The session's ledger row, raw log, memories and their events."""
+        memories = await self.session_memories(namespace, session_id)
+        await self.delete_events([m.id for m in memories])
+        where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
+        for table in ("memories", "messages", "jobs"):
+            await self._delete(table, where)
+        await self._delete("sessions", f"key = {sql_str(session_key(namespace, session_id))}")
+
+    async def delete_namespace(self, namespace: str) -> None:
+        where = f"namespace = {sql_str(namespace)}"
+        for table in ("memories", "events", "messages", "jobs", "sessions"):
+            await self._delete(table, where)
+
+    # --- events (append-only) ----------------------------------------------------------
+
+    async def append_events(self, events: Sequence[EventRecord]) -> None:
+        # Insert-if-absent: replaying a half-finished build after a crash does not log twice.
+        await self._insert_new("events", "id", events)
+
+    async def events_for(self, memory_id: str) -> list[EventRecord]:
+        rows = await self._select("events", EventRecord, f"memory_id = {sql_str(memory_id)}")
+        return sorted(rows, key=lambda e: (e.timestamp is None, e.timestamp, e.id))
+
+    async def delete_events(self, memory_ids: Sequence[str]) -> None:
+        if memory_ids:
+            await self._delete("events", sql_in("memory_id", memory_ids))
+
+    # --- jobs --------------------------------------------------------------------------
+
+    async def upsert_job(self, job: JobRecord) -> None:
+        await self._upsert("jobs", "id", [job])
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        rows = await self._select("jobs", JobRecord, f"id = {sql_str(job_id)}", limit=1)
+        return rows[0] if rows else None
+
+    async def unfinished_jobs(self, namespace: str, session_id: str) -> list[JobRecord]:
+        where = (f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)} "
+                 "AND state = 'queued'")
+        return await self._select("jobs", JobRecord, where)
+
+    # --- meta --------------------------------------------------------------------------
+
+    async def get_meta(self, key: str) -> str | None:
+        rows = await (
+            self._tables["meta"].query().where(f"key = {sql_str(key)}").select(["value"]).to_arrow()
+        )
+        values = rows.column("value").to_pylist()
+        return values[0] if values else None
+
+    async def set_meta(self, key: str, value: str) -> None:
+        table = pa.Table.from_pylist([{"key": key, "value": value}], schema=self._schemas["meta"])
+        await (
+            self._tables["meta"].merge_insert("key").when_matched_update_all()
+            .when_not_matched_insert_all().execute(table)
+        )
+
+    # --- maintenance -------------------------------------------------------------------
+
+    async def table_stats(self) -> dict[str, dict[str, int]]:
+        stats = {}
+        for name, table in self._tables.items():
+            stats[name] = {"rows": int(await table.count_rows()),
+                           "version": int(await table.version())}
+        return stats
+
+    def tables_needing_compaction(self, threshold: int) -> list[str]:
+        return [t for t, n in self._writes_since_compaction.items() if n >= threshold]
+
+    async def compact(self, table: str) -> None:
+        """Merge small fragments, fold new rows into indexes, drop versions older than 10 min.
+
+        Raises whatever LanceDB raises on a commit conflict with a concurrent writer: the
+        caller runs this when writes are idle and simply retries later.
+        """
+        await self._tables[table].optimize(cleanup_older_than=timedelta(minutes=10))
+        self._writes_since_compaction[table] = 0
+        log.info("table_compacted", table=table)

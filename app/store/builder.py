@@ -1,0 +1,295 @@
+"""Turn a session's raw log into memories: chunk, understand, embed, write.
+
+`build_session` is the one place memories are derived from messages. It runs under the
+namespace write lock and is idempotent: memory ids are deterministic, an unchanged chunk is
+not rewritten, events have deterministic ids. So a build interrupted by a crash is simply run
+again at start-up, and a replay never duplicates a memory or an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import structlog
+
+from app.classify.analyzer import Analysis, analyze
+from app.classify.smalltalk import is_small_talk
+from app.config import Settings
+from app.embedding.pool import EmbeddingPool
+from app.storage.records import EventRecord, MemoryRecord, MessageRecord, SessionRecord
+from app.storage.repository import Repository
+from app.store.chunker import Chunk, is_long, memory_id, plan_chunks, split_long
+
+log = structlog.get_logger(__name__)
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+@dataclass
+class BuildOutcome:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    messages_done: int = 0
+    job_ids: set[str] = field(default_factory=set)
+
+
+def language_of(text: str) -> str:
+    return "zh" if _CJK.search(text) else "en"
+
+
+def text_hash(text: str, msg_ids: Sequence[str]) -> str:
+    return hashlib.sha256("\x1f".join([text, *msg_ids]).encode()).hexdigest()
+
+
+class MemoryBuilder:
+    def __init__(self, repo: Repository, pool: EmbeddingPool, settings: Settings) -> None:
+        self._repo = repo
+        self._pool = pool
+        self._settings = settings
+
+    async def build_session(self, namespace: str, session_id: str) -> BuildOutcome:
+        """Bring the session's memories in line with its raw log. Caller holds the lock."""
+        messages = await self._repo.session_messages(namespace, session_id)
+        memories = await self._repo.session_memories(namespace, session_id)
+        by_id = {m.msg_id: m for m in messages}
+        pending = [m for m in messages if m.state == "pending"]
+        pending_ids = {m.msg_id for m in pending}
+        in_memory = {msg_id for memory in memories for msg_id in memory.msg_ids}
+
+        # Memories holding a changed message, or one that was deleted from the raw log.
+        affected = [
+            memory for memory in memories
+            if any(i in pending_ids or i not in by_id for i in memory.msg_ids)
+        ]
+        chunks = self._rebuild_chunks(affected, by_id)
+        unassigned = [m for m in pending if m.msg_id not in in_memory]
+        if self._settings.skip_small_talk:
+            unassigned = [m for m in unassigned if not is_small_talk(m.content)]
+        chunks += self._new_chunks(unassigned, memories, affected, by_id)
+
+        existing = {m.id: m for m in memories}
+        outcome = BuildOutcome(job_ids={m.job_id for m in pending if m.job_id})
+        keep_ids = {memory_id(namespace, session_id, c.first.msg_id, c.part) for c in chunks}
+        # Memories of affected chunks that no chunk produces any more (message deleted, or a
+        # long message that now splits into fewer pieces).
+        outcome.deleted = [m.id for m in affected if m.id not in keep_ids]
+
+        records = await self._records(namespace, session_id, chunks, existing)
+        now = datetime.now(UTC)
+        events: list[EventRecord] = []
+        for record in records:
+            old = existing.get(record.id)
+            if old is None:
+                outcome.created.append(record.id)
+                events.append(_event(record, "created", f"category {record.category}", now,
+                                     {"category": record.category,
+                                      "importance": record.importance}))
+            else:
+                outcome.updated.append(record.id)
+                events.append(_event(record, "evolved", "rebuilt from changed messages", now,
+                                     {"old_text": old.text, "new_text": record.text,
+                                      "msg_ids": record.msg_ids}))
+
+        # Order matters for crash safety: memories, then events, then the raw log marked done,
+        # then the ledger. Replaying any suffix of these steps is harmless.
+        await self._repo.upsert_memories(records)
+        await self._repo.append_events(events)
+        if outcome.deleted:
+            await self._repo.delete_memories(outcome.deleted)
+            await self._repo.delete_events(outcome.deleted)
+        await self._repo.mark_messages_done([m.key for m in pending])
+        outcome.messages_done = len(pending)
+        await self._update_ledger(namespace, session_id, messages, by_id, now)
+        log.info("session_built", namespace=namespace, session_id=session_id,
+                 created=len(outcome.created), updated=len(outcome.updated),
+                 deleted=len(outcome.deleted), messages=len(pending))
+        return outcome
+
+    # --- chunk planning ----------------------------------------------------------------
+
+    def _rebuild_chunks(
+        self, affected: Sequence[MemoryRecord], by_id: dict[str, MessageRecord]
+    ) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        resplit: set[str] = set()
+        max_chars = self._settings.chunk_max_chars
+        for memory in affected:
+            current = tuple(by_id[i] for i in memory.msg_ids if i in by_id)
+            if not current:
+                continue
+            if len(current) == 1 and (memory.part > 0 or is_long(current[0], max_chars)):
+                message = current[0]
+                if message.msg_id in resplit:
+                    continue
+                resplit.add(message.msg_id)
+                budget = max_chars - len(message.role) - 2
+                pieces = split_long(message.content, budget) if is_long(message, max_chars) \
+                    else [message.content]
+                chunks += [Chunk((message,), part=i, piece=p) for i, p in enumerate(pieces)]
+            else:
+                chunks.append(Chunk(current))
+        return chunks
+
+    def _new_chunks(
+        self,
+        unassigned: Sequence[MessageRecord],
+        memories: Sequence[MemoryRecord],
+        affected: Sequence[MemoryRecord],
+        by_id: dict[str, MessageRecord],
+    ) -> list[Chunk]:
+        if not unassigned:
+            return []
+        s = self._settings
+        context: list[MessageRecord] = []
+        affected_ids = {m.id for m in affected}
+        settled = [m for m in memories if m.id not in affected_ids]
+        if settled:
+            last = max(settled, key=lambda m: (m.end_seq, m.part))
+            last_messages = [by_id[i] for i in last.msg_ids if i in by_id]
+            appended = unassigned[0].seq > last.end_seq
+            has_room = (
+                last.part == 0
+                and not any(is_long(m, s.chunk_max_chars) for m in last_messages)
+                and len(last_messages) < s.chunk_max_turns
+                and len(last.text) < s.chunk_max_chars * 0.8
+            )
+            if appended and has_room:
+                context = last_messages  # continue the open window: the chunk grows in place
+            elif appended and s.chunk_overlap_turns:
+                context = last_messages[-s.chunk_overlap_turns:]
+        return plan_chunks(
+            unassigned,
+            context=context,
+            max_turns=s.chunk_max_turns,
+            max_chars=s.chunk_max_chars,
+            overlap=s.chunk_overlap_turns,
+        )
+
+    # --- records -----------------------------------------------------------------------
+
+    async def _records(
+        self,
+        namespace: str,
+        session_id: str,
+        chunks: Sequence[Chunk],
+        existing: dict[str, MemoryRecord],
+    ) -> list[MemoryRecord]:
+        todo: list[tuple[str, Chunk, str, str]] = []
+        for chunk in chunks:
+            mid = memory_id(namespace, session_id, chunk.first.msg_id, chunk.part)
+            text = chunk.text
+            digest = text_hash(text, [m.msg_id for m in chunk.messages])
+            old = existing.get(mid)
+            if old is not None and old.content_hash == digest:
+                continue  # replay of a build that already landed
+            todo.append((mid, chunk, text, digest))
+        if not todo:
+            return []
+        texts = [t[2] for t in todo]
+        # Analysis is CPU-bound Python (regexes, jieba): keep it off the event loop, and let
+        # it overlap with the embedding forward passes.
+        analyses_task = asyncio.create_task(asyncio.to_thread(lambda: [analyze(t) for t in texts]))
+        vectors = await self._pool.embed_many(texts)
+        analyses = await analyses_task
+        now = datetime.now(UTC)
+        return [
+            self._record(namespace, session_id, mid, chunk, text, digest, analysis,
+                         vector.tolist(), existing.get(mid), now)
+            for (mid, chunk, text, digest), analysis, vector in zip(
+                todo, analyses, vectors, strict=True)
+        ]
+
+    def _record(
+        self, namespace: str, session_id: str, mid: str, chunk: Chunk, text: str, digest: str,
+        analysis: Analysis, vector: list[float], old: MemoryRecord | None, now: datetime,
+    ) -> MemoryRecord:
+        messages = chunk.messages
+        times = [m.time for m in messages if m.time is not None]
+        first = messages[0]
+        tags = sorted({t for m in messages for t in m.tags})
+        record = MemoryRecord(
+            id=mid,
+            namespace=namespace,
+            session_id=session_id,
+            text=text,
+            vector=vector,
+            content_hash=digest,
+            created_at=now,
+            updated_at=now,
+            time_start=min(times) if times else None,
+            time_end=max(times) if times else None,
+            source=first.source,
+            branch=first.branch,
+            tags=tags,
+            subtopics=list(analysis.subtopics),
+            entities=json.dumps(analysis.entities.to_dict(), ensure_ascii=False),
+            speaker_pattern=">".join(m.role for m in messages),
+            start_msg=first.msg_id,
+            end_msg=messages[-1].msg_id,
+            start_seq=first.seq,
+            end_seq=messages[-1].seq,
+            part=chunk.part,
+            msg_ids=[m.msg_id for m in messages],
+            msg_count=len(messages),
+            category=str(analysis.category),
+            category_confidence=analysis.confidence,
+            importance=analysis.importance,
+            embedding_model=self._pool.name,
+            language=language_of(text),
+        )
+        if old is not None:
+            # Keep what the memory has lived through: usage, tier, edits by the client.
+            record.created_at = old.created_at
+            record.hit_count = old.hit_count
+            record.access_count = old.access_count
+            record.last_accessed = old.last_accessed
+            record.tier = old.tier
+            record.state = old.state
+            record.protected = old.protected
+            record.tags = sorted(set(old.tags) | set(tags))
+            if old.importance_overridden:
+                record.importance = old.importance
+                record.importance_overridden = True
+        return record
+
+    async def _update_ledger(
+        self, namespace: str, session_id: str, messages: Sequence[MessageRecord],
+        by_id: dict[str, MessageRecord], now: datetime,
+    ) -> None:
+        memories = await self._repo.session_memories(namespace, session_id)
+        previous = await self._repo.get_session(namespace, session_id)
+        times = [m.time for m in messages if m.time is not None]
+        first = messages[0] if messages else None
+        await self._repo.upsert_session(SessionRecord(
+            namespace=namespace,
+            session_id=session_id,
+            source=first.source if first else "api",
+            branch=first.branch if first else "main",
+            stored_at=previous.stored_at if previous and previous.stored_at else now,
+            updated_at=now,
+            message_count=len(messages),
+            chunk_count=len(memories),
+            chunk_ids=[m.id for m in memories],
+            first_msg=first.msg_id if first else None,
+            last_msg=messages[-1].msg_id if messages else None,
+            time_start=min(times) if times else None,
+            time_end=max(times) if times else None,
+        ))
+
+
+def _event(
+    memory: MemoryRecord, event: str, note: str, when: datetime, metadata: dict[str, object]
+) -> EventRecord:
+    # Deterministic id: the same change replayed after a crash is logged once.
+    event_id = f"{memory.id}:{event}:{memory.content_hash[:16]}"
+    return EventRecord(
+        id=event_id, memory_id=memory.id, namespace=memory.namespace, event=event, note=note,
+        timestamp=when, metadata=json.dumps(metadata, ensure_ascii=False, default=str),
+    )

@@ -1,0 +1,116 @@
+"""Request and response models of the store and jobs routes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from app.validation import MessageId, Namespace, SessionId
+
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Label = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")]
+
+
+class Role(StrEnum):
+    user = "user"
+    assistant = "assistant"
+    system = "system"
+    tool = "tool"
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    msg_id: MessageId | None = Field(
+        default=None,
+        description="Stable id of the message in its session. Omitted: derived from the "
+        "message's role, content and timestamp, so re-sending it is still recognised.",
+    )
+    role: Role
+    content: str = Field(min_length=1, description="The message text (not blank).")
+    timestamp: datetime | None = Field(
+        default=None, description="When it was said (ISO 8601; naive times are UTC)."
+    )
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, content: str) -> str:
+        if not content.strip():
+            raise ValueError("content is blank")
+        return content
+
+
+class StoreRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{
+                "namespace": "alice",
+                "session_id": "2026-11-29-chat",
+                "messages": [
+                    {"msg_id": "1", "role": "user", "content": "下周二上午我要去体检"},
+                    {"msg_id": "2", "role": "assistant", "content": "好的，我记下了。"},
+                    {"msg_id": "3", "role": "user",
+                     "content": "We decided to use LanceDB for the memory store."},
+                ],
+                "source": "telegram",
+            }]
+        },
+    )
+
+    namespace: Namespace = Field(description="Whose memory: a user, team or agent.")
+    session_id: SessionId
+    messages: list[MessageIn] = Field(min_length=1)
+    source: Label = Field(default="api", description="Where it came from: telegram, voice…")
+    branch: Label = Field(default="main")
+    tags: list[Tag] = Field(default_factory=list, max_length=32)
+    incremental: bool = Field(
+        default=True,
+        description="true: store new and changed messages only. false: a session that is "
+        "already stored is skipped outright.",
+    )
+    wait: bool = Field(
+        default=True,
+        description="true: return after the memories are built (200, with their ids). false: "
+        "return 202 as soon as the raw log is written; poll the job.",
+    )
+
+
+class StoreStatus(StrEnum):
+    stored = "stored"
+    unchanged = "unchanged"
+    skipped = "skipped"
+    queued = "queued"
+
+
+class StoreResult(BaseModel):
+    namespace: str
+    session_id: str
+    status: StoreStatus
+    total: int = Field(description="Messages in the request (after merging exact repeats).")
+    new: int = Field(description="Messages not stored before.")
+    updated: int = Field(description="Stored messages whose content changed.")
+    skipped: int = Field(description="Messages already stored unchanged.")
+    memories_created: list[str] = Field(default_factory=list)
+    memories_updated: list[str] = Field(default_factory=list)
+    job_id: str | None = Field(default=None, description="With wait=false: poll /v1/jobs/{id}.")
+
+
+class JobState(StrEnum):
+    queued = "queued"
+    done = "done"
+    failed = "failed"
+
+
+class JobPublic(BaseModel):
+    id: str
+    namespace: str
+    session_id: str
+    state: JobState
+    created_at: datetime | None
+    updated_at: datetime | None
+    result: StoreResult | None = None
+    error: str | None = None

@@ -1,0 +1,274 @@
+"""Incremental session store: the three layers of SPEC.md §4.
+
+1. Session: a stored session sent again with `incremental=false` is skipped outright.
+2. Message: each message is new, changed or unchanged, by msg_id and content hash.
+3. Chunk: new and changed messages are (re)built into memories by `MemoryBuilder`.
+
+Durability: the raw log is written first, as `pending`, before anything is embedded. That
+write is the acknowledgement point: a `wait=false` store returns right after it, and a crash
+after it is repaired at start-up by building every pending session again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import structlog
+
+from app.config import Settings
+from app.errors import BadRequest, NotFound, PayloadTooLarge
+from app.locks import NamespaceLocks
+from app.storage.records import JobRecord, MessageRecord
+from app.storage.repository import Repository
+from app.store.builder import BuildOutcome, MemoryBuilder
+from app.store.schemas import (
+    JobPublic,
+    JobState,
+    MessageIn,
+    StoreRequest,
+    StoreResult,
+    StoreStatus,
+)
+
+log = structlog.get_logger(__name__)
+
+
+def content_hash(role: str, content: str) -> str:
+    return hashlib.sha256(f"{role}\x1f{content}".encode()).hexdigest()
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Incoming:
+    msg_id: str
+    role: str
+    content: str
+    digest: str
+    timestamp: datetime | None
+
+
+def normalise(messages: Sequence[MessageIn], *, max_chars: int) -> list[Incoming]:
+    """Give every message an id and a hash; merge exact repeats; refuse contradictions.
+
+    Raises:
+        PayloadTooLarge: a message is longer than `max_chars`.
+        BadRequest: one msg_id is sent twice with different content.
+    """
+    result: dict[str, Incoming] = {}
+    derived_seen: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if len(message.content) > max_chars:
+            raise PayloadTooLarge(
+                f"messages[{index}].content has {len(message.content)} characters; "
+                f"the limit is {max_chars}"
+            )
+        role = str(message.role)
+        digest = content_hash(role, message.content)
+        timestamp = as_utc(message.timestamp)
+        msg_id = message.msg_id
+        if msg_id is None:
+            # Stable across re-sends: role, content and time; a repeat of the same words in
+            # one session gets a counter so both are kept.
+            basis = f"{digest}\x1f{timestamp.isoformat() if timestamp else ''}"
+            base_id = "h-" + hashlib.sha256(basis.encode()).hexdigest()[:20]
+            occurrence = derived_seen.get(base_id, 0) + 1
+            derived_seen[base_id] = occurrence
+            msg_id = base_id if occurrence == 1 else f"{base_id}-{occurrence}"
+        previous = result.get(msg_id)
+        if previous is not None:
+            if previous.digest != digest:
+                raise BadRequest(
+                    f"messages[{index}].msg_id {msg_id!r} is sent twice with different content",
+                    details={"msg_id": msg_id, "index": index},
+                )
+            continue
+        result[msg_id] = Incoming(msg_id, role, message.content, digest, timestamp)
+    return list(result.values())
+
+
+class StoreService:
+    def __init__(
+        self, repo: Repository, builder: MemoryBuilder, locks: NamespaceLocks, settings: Settings
+    ) -> None:
+        self._repo = repo
+        self._builder = builder
+        self._locks = locks
+        self._settings = settings
+        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._queued: set[tuple[str, str]] = set()
+        self._worker: asyncio.Task[None] | None = None
+        self._building = False
+        self.heartbeat: datetime | None = None
+
+    # --- the store call ----------------------------------------------------------------
+
+    async def store(self, request: StoreRequest) -> StoreResult:
+        if len(request.messages) > self._settings.max_messages_per_request:
+            raise PayloadTooLarge(
+                f"{len(request.messages)} messages in one request; the limit is "
+                f"{self._settings.max_messages_per_request}"
+            )
+        incoming = normalise(request.messages, max_chars=self._settings.max_message_chars)
+        ns, sid = request.namespace, request.session_id
+        async with self._locks.hold(ns):
+            stored = {m.msg_id: m for m in await self._repo.session_messages(ns, sid)}
+            result = StoreResult(namespace=ns, session_id=sid, status=StoreStatus.stored,
+                                 total=len(incoming), new=0, updated=0, skipped=0)
+            if stored and not request.incremental:
+                result.status = StoreStatus.skipped
+                result.skipped = len(incoming)
+                return result
+            records = self._raw_log_rows(request, incoming, stored)
+            result.new = sum(1 for r in records if r.msg_id not in stored)
+            result.updated = len(records) - result.new
+            result.skipped = len(incoming) - len(records)
+            if not records:
+                result.status = StoreStatus.unchanged
+                return result
+            job = None
+            if not request.wait:
+                now = datetime.now(UTC)
+                job = JobRecord(id=f"job_{uuid.uuid4().hex}", namespace=ns, session_id=sid,
+                                created_at=now, updated_at=now)
+                for record in records:
+                    record.job_id = job.id
+                await self._repo.upsert_job(job)
+            # The acknowledgement point: after this write the messages survive any crash.
+            await self._repo.upsert_messages(records)
+            if job is not None:
+                result.status = StoreStatus.queued
+                result.job_id = job.id
+                await self._repo.upsert_job(self._job_with_result(job, result))
+            else:
+                outcome = await self._build(ns, sid)
+                result.memories_created = outcome.created
+                result.memories_updated = outcome.updated
+        if job is not None:
+            self.enqueue(ns, sid)
+        log.info("store", namespace=ns, session_id=sid, status=result.status, new=result.new,
+                 updated=result.updated, skipped=result.skipped)
+        return result
+
+    def _raw_log_rows(
+        self, request: StoreRequest, incoming: Sequence[Incoming], stored: dict[str, MessageRecord]
+    ) -> list[MessageRecord]:
+        now = datetime.now(UTC)
+        next_seq = max((m.seq for m in stored.values()), default=-1) + 1
+        rows: list[MessageRecord] = []
+        for message in incoming:
+            old = stored.get(message.msg_id)
+            if old is not None and old.content_hash == message.digest:
+                continue  # unchanged: same id, same bytes (never compared by length)
+            if old is None:
+                seq, next_seq = next_seq, next_seq + 1
+            else:
+                seq = old.seq  # a changed message keeps its place in the session
+            rows.append(MessageRecord(
+                namespace=request.namespace, session_id=request.session_id,
+                msg_id=message.msg_id, seq=seq, role=message.role, content=message.content,
+                content_hash=message.digest, timestamp=message.timestamp,
+                received_at=old.received_at if old else now, source=request.source,
+                branch=request.branch, tags=list(request.tags), state="pending",
+            ))
+        return rows
+
+    async def _build(self, namespace: str, session_id: str) -> BuildOutcome:
+        """Build the session's pending messages into memories; finish their jobs."""
+        outcome = await self._builder.build_session(namespace, session_id)
+        jobs = {j.id: j for j in await self._repo.unfinished_jobs(namespace, session_id)}
+        for job_id in outcome.job_ids:
+            if job_id not in jobs:
+                found = await self._repo.get_job(job_id)
+                if found is not None and found.state == JobState.queued:
+                    jobs[job_id] = found
+        now = datetime.now(UTC)
+        for job in jobs.values():
+            result = json.loads(job.result or "{}")
+            result["memories_created"] = outcome.created
+            result["memories_updated"] = outcome.updated
+            if result.get("status") == StoreStatus.queued:
+                result["status"] = StoreStatus.stored
+            job.state, job.updated_at, job.result = JobState.done, now, json.dumps(result)
+            await self._repo.upsert_job(job)
+        return outcome
+
+    @staticmethod
+    def _job_with_result(job: JobRecord, result: StoreResult) -> JobRecord:
+        job.result = result.model_dump_json()
+        return job
+
+    # --- background builds (wait=false and recovery) -------------------------------------
+
+    def enqueue(self, namespace: str, session_id: str) -> None:
+        key = (namespace, session_id)
+        if key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def start(self) -> None:
+        self._worker = asyncio.create_task(self._run_queue(), name="store-builds")
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+            self._worker = None
+
+    async def resume_pending(self) -> int:
+        """Queue every session whose raw log has messages not yet built (after a crash)."""
+        pending = await self._repo.pending_sessions()
+        for namespace, session_id in pending:
+            self.enqueue(namespace, session_id)
+        if pending:
+            log.info("store_resume", sessions=len(pending))
+        return len(pending)
+
+    async def _run_queue(self) -> None:
+        while True:
+            self.heartbeat = datetime.now(UTC)
+            try:
+                key = await asyncio.wait_for(self._queue.get(), timeout=5)
+            except TimeoutError:
+                continue
+            self._queued.discard(key)
+            namespace, session_id = key
+            self._building = True
+            try:
+                async with self._locks.hold(namespace):
+                    await self._build(namespace, session_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # One bad session must not stop the others; it stays pending and is retried
+                # at the next start-up or the next store call on it.
+                log.exception("store_build_failed", namespace=namespace, session_id=session_id)
+            finally:
+                self._building = False
+
+    async def idle(self) -> None:
+        """Wait until the background queue is drained (tests and benchmarks)."""
+        while self._queued or self._building or not self._queue.empty():
+            await asyncio.sleep(0.05)
+
+    # --- jobs ----------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobPublic:
+        job = await self._repo.get_job(job_id)
+        if job is None:
+            raise NotFound(f"job {job_id!r} not found")
+        result = StoreResult.model_validate_json(job.result) if job.result not in (None, "{}") \
+            else None
+        return JobPublic(id=job.id, namespace=job.namespace, session_id=job.session_id,
+                         state=JobState(job.state), created_at=job.created_at,
+                         updated_at=job.updated_at, result=result, error=job.error)
