@@ -37,17 +37,17 @@ class NamespaceLocks:
         return lock is not None and lock.locked()
 
     @asynccontextmanager
-    async def hold(self, namespace: str, *, timeout: float | None = None) -> AsyncIterator[None]:
+    async def hold(self, namespace: str, *, max_wait: float | None = None) -> AsyncIterator[None]:
         """Hold the write lock of `namespace` for the duration of the block.
 
         Args:
             namespace: a validated namespace name (it becomes a file name).
-            timeout: seconds to wait for the lock; default from settings.
+            max_wait: seconds to wait for the lock; default from settings.
 
         Raises:
             LockTimeout: the lock was not free within the timeout (HTTP 503).
         """
-        limit = self._timeout if timeout is None else timeout
+        limit = self._timeout if max_wait is None else max_wait
         started = time.monotonic()
         local = self._local.setdefault(namespace, asyncio.Lock())
         try:

@@ -24,7 +24,8 @@ class _Record:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in row.items() if k in names})
+        # A null column (a row written before that column existed) takes the field default.
+        return cls(**{k: v for k, v in row.items() if k in names and v is not None})
 
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]

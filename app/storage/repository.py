@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import lancedb
@@ -68,6 +68,60 @@ class MemoryFilter:
         if self.tag is not None:
             parts.append(f"array_has(tags, {sql_str(self.tag)})")
         return " AND ".join(parts)
+
+
+def sql_time(value: datetime) -> str:
+    """A UTC timestamp literal (naive datetimes are taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return f"TIMESTAMP '{value.astimezone(UTC).isoformat()}'"
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Which memories a recall may return. The namespace is always part of the filter.
+
+    `time_from`/`time_to` keep memories whose message time range overlaps the interval
+    (memories without message times fall back to their creation time).
+    """
+
+    namespace: str
+    branches: tuple[str, ...] | None = None
+    categories: tuple[str, ...] | None = None
+    tiers: tuple[str, ...] | None = None
+    session_id: str | None = None
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    states: tuple[str, ...] = ("active",)
+
+    def to_sql(self) -> str:
+        parts = [f"namespace = {sql_str(self.namespace)}", sql_in("state", self.states)]
+        for column, values in (("branch", self.branches), ("category", self.categories),
+                               ("tier", self.tiers)):
+            if values is not None:
+                parts.append(sql_in(column, values))
+        if self.session_id is not None:
+            parts.append(f"session_id = {sql_str(self.session_id)}")
+        if self.time_from is not None:
+            parts.append(f"coalesce(time_end, created_at) >= {sql_time(self.time_from)}")
+        if self.time_to is not None:
+            parts.append(f"coalesce(time_start, created_at) <= {sql_time(self.time_to)}")
+        return " AND ".join(parts)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One memory found by a search: cosine similarity to the query vector, and the BM25
+    score of the full-text search (None when that search did not return it)."""
+
+    memory: MemoryRecord
+    cosine: float | None = None
+    bm25: float | None = None
+
+
+# Columns a recall needs; the vector is left out (a search returns the distance already).
+_SEARCH_EXCLUDE = ("vector", "entities", "subtopics", "content_hash", "speaker_pattern",
+                   "score_novelty", "score_entropy", "score_task", "score_emotion")
 
 
 class Repository:
@@ -188,7 +242,9 @@ class Repository:
         return sorted(set(zip(rows.column("namespace").to_pylist(),
                               rows.column("session_id").to_pylist(), strict=True)))
 
-    async def delete_messages(self, namespace: str, session_id: str, msg_ids: Sequence[str]) -> None:
+    async def delete_messages(
+        self, namespace: str, session_id: str, msg_ids: Sequence[str]
+    ) -> None:
         where = (f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)} "
                  f"AND {sql_in('msg_id', msg_ids)}")
         await self._delete("messages", where)

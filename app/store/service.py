@@ -258,7 +258,8 @@ class StoreService:
 
     async def idle(self) -> None:
         """Wait until the background queue is drained (tests and benchmarks)."""
-        while self._queued or self._building or not self._queue.empty():
+        # Polling keeps the worker free of test-only signalling; this is not on a hot path.
+        while self._queued or self._building or not self._queue.empty():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
 
     # --- jobs ----------------------------------------------------------------------------

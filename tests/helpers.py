@@ -1,0 +1,41 @@
+"""Helpers for API tests: build messages, store them, read memories back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+AppClient = httpx.AsyncClient
+
+
+def messages(start: int, stop: int, *, prefix: str = "message") -> list[dict[str, Any]]:
+    """Alternating user/assistant turns with ids `start..stop-1` and distinct content."""
+    return [
+        {"msg_id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
+         "content": f"{prefix} {i}: we talked about topic number {i} in detail."}
+        for i in range(start, stop)
+    ]
+
+
+async def store(client: AppClient, msgs: list[dict[str, Any]], *, namespace: str = "alice",
+                session_id: str = "s1", expect: int = 200, **extra: Any) -> dict[str, Any]:
+    response = await client.post("/v1/store", json={
+        "namespace": namespace, "session_id": session_id, "messages": msgs, **extra})
+    assert response.status_code == expect, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def all_memories(client: AppClient, namespace: str = "alice", **params: Any
+                       ) -> list[dict[str, Any]]:
+    response = await client.get("/v1/memories",
+                                params={"namespace": namespace, "limit": 500, **params})
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+async def wait_idle(client: AppClient) -> None:
+    await client.app.state.engram.store.idle()  # type: ignore[attr-defined]
+

@@ -1,0 +1,92 @@
+"""Reading, listing and deleting: what a user removes is gone, with everything derived from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import all_memories, messages, store
+
+
+class TestRead:
+    async def test_get_memory_by_id(self, client: Any) -> None:
+        result = await store(client, messages(0, 4))
+        memory_id = result["memories_created"][0]
+        body = (await client.get(f"/v1/memories/{memory_id}")).json()
+        assert body["id"] == memory_id and body["msg_ids"] == ["m0", "m1", "m2", "m3"]
+        assert (await client.get("/v1/memories/mem_missing")).status_code == 404
+
+    async def test_list_filters_and_pages(self, client: Any) -> None:
+        await store(client, messages(0, 30), session_id="s1", branch="main")
+        await store(client, messages(0, 6), session_id="s2", branch="exp")
+        everything = await all_memories(client)
+        assert len(everything) == 7
+        assert {m["session_id"] for m in await all_memories(client, session_id="s2")} == {"s2"}
+        assert {m["branch"] for m in await all_memories(client, branch="exp")} == {"exp"}
+        assert await all_memories(client, tier="longterm") == []
+        page = (await client.get("/v1/memories", params={
+            "namespace": "alice", "offset": 2, "limit": 3})).json()
+        assert page["count"] == 7 and [m["id"] for m in page["items"]] == [
+            m["id"] for m in everything[2:5]]
+        created = [m["created_at"] for m in everything]
+        assert created == sorted(created, reverse=True), "newest first"
+
+    async def test_list_by_minimum_importance_and_category(self, client: Any) -> None:
+        await store(client, [{"msg_id": "d", "role": "user",
+                              "content": "We decided to migrate the billing service to Rust."}],
+                    session_id="a")
+        await store(client, [{"msg_id": "q", "role": "user",
+                              "content": "今天天气怎么样？"}], session_id="b")
+        decisions = await all_memories(client, category="decision")
+        assert [m["msg_ids"] for m in decisions] == [["d"]]
+        important = await all_memories(client, min_importance=decisions[0]["importance"])
+        assert all(m["importance"] >= decisions[0]["importance"] for m in important)
+
+
+class TestDelete:
+    async def test_deleting_a_message_rebuilds_its_memories(self, client: Any) -> None:
+        await store(client, messages(0, 10))
+        victim = messages(3, 4)[0]["content"]
+        response = await client.delete("/v1/namespaces/alice/sessions/s1/messages/m3")
+        assert response.status_code == 200, response.text
+        assert response.json()["memories_rebuilt"]
+        memories = await all_memories(client)
+        assert all("m3" not in m["msg_ids"] and victim not in m["text"] for m in memories)
+        covered = {i for m in memories for i in m["msg_ids"]}
+        assert covered == {f"m{i}" for i in range(10)} - {"m3"}
+        ledger = (await client.get("/v1/namespaces/alice/sessions/s1")).json()
+        assert ledger["message_count"] == 9
+        again = await store(client, messages(0, 10))
+        assert again["new"] == 1, "a deleted message sent again is new"
+
+    async def test_deleting_the_only_message_removes_the_memory(self, client: Any) -> None:
+        await store(client, messages(0, 1))
+        response = await client.delete("/v1/namespaces/alice/sessions/s1/messages/m0")
+        assert response.json()["memories_deleted"] == 1
+        assert await all_memories(client) == []
+
+    async def test_delete_session(self, client: Any) -> None:
+        await store(client, messages(0, 10), session_id="s1")
+        await store(client, messages(0, 10), session_id="s2")
+        response = await client.delete("/v1/namespaces/alice/sessions/s1")
+        assert response.status_code == 200 and response.json()["memories_deleted"] == 2
+        assert {m["session_id"] for m in await all_memories(client)} == {"s2"}
+        assert (await client.get("/v1/namespaces/alice/sessions/s1")).status_code == 404
+        assert (await client.delete("/v1/namespaces/alice/sessions/s1")).status_code == 404
+        again = await store(client, messages(0, 10), session_id="s1")
+        assert again["new"] == 10
+
+    async def test_delete_namespace_leaves_others(self, client: Any) -> None:
+        await store(client, messages(0, 10), namespace="alice")
+        await store(client, messages(0, 10), namespace="bob")
+        response = await client.delete("/v1/namespaces/alice")
+        assert response.status_code == 200
+        assert await all_memories(client, namespace="alice") == []
+        assert (await client.get("/v1/namespaces/alice/sessions")).json()["count"] == 0
+        assert len(await all_memories(client, namespace="bob")) == 2
+
+    async def test_delete_one_memory(self, client: Any) -> None:
+        result = await store(client, messages(0, 4))
+        memory_id = result["memories_created"][0]
+        assert (await client.delete(f"/v1/memories/{memory_id}")).status_code == 200
+        assert (await client.get(f"/v1/memories/{memory_id}")).status_code == 404
+        assert (await client.delete(f"/v1/memories/{memory_id}")).status_code == 404
