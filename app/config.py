@@ -49,6 +49,16 @@ class Settings(BaseSettings):
     max_messages_per_request: int = Field(default=5_000, ge=1)
     skip_small_talk: bool = True
 
+    # --- memory life cycle (tiers, forgetting) -----------------------------------------
+    # Promotion session -> daily -> longterm when recall hits OR explicit accesses reach:
+    promote_daily_hits: int = Field(default=3, ge=1)
+    promote_daily_accesses: int = Field(default=2, ge=1)
+    promote_longterm_hits: int = Field(default=10, ge=1)
+    promote_longterm_accesses: int = Field(default=5, ge=1)
+    # Forgetting (soft, restorable): untouched this many days and importance at most this.
+    forget_after_days: float = Field(default=90, gt=0)
+    forget_max_importance: int = Field(default=3, ge=1, le=10)
+
     # --- locks ---------------------------------------------------------------------------
     lock_timeout_seconds: float = Field(default=120.0, gt=0)
     # Cross-process lock files; empty: `<data_dir>/locks` (must be a local directory).

@@ -47,7 +47,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         maintenance = Maintenance(repo, every_versions=settings.compact_every_versions)
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
-            store=store, memories=MemoryService(repo, builder, locks), maintenance=maintenance,
+            store=store, memories=MemoryService(repo, builder, locks, settings),
+            maintenance=maintenance,
         )
         store.start()
         await store.resume_pending()

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 
 from app.deps import CurrentPrincipal, MemoryServiceDep
 from app.errors import error_responses
 from app.memories.schemas import (
+    AccessRequest,
     Deleted,
+    Evolution,
+    ForgetResult,
     MemoryList,
     MemoryPublic,
     MemoryState,
+    MemoryUpdate,
     SessionList,
     SessionPublic,
     Tier,
@@ -35,7 +39,8 @@ async def list_memories(
     category: str | None = None,
     tier: Tier | None = None,
     branch: str | None = None,
-    state: MemoryState | None = MemoryState.active,
+    state: Annotated[MemoryState | Literal["any"], Query(
+        description="active (default), compressed, forgotten, or any")] = MemoryState.active,
     tag: str | None = None,
     min_importance: Annotated[int | None, Query(ge=1, le=10)] = None,
     offset: Annotated[int, Query(ge=0)] = 0,
@@ -46,9 +51,9 @@ async def list_memories(
     where = MemoryFilter(
         namespace=namespace, session_id=session_id, category=category,
         tier=tier.value if tier else None, branch=branch,
-        state=state.value if state else None, min_importance=min_importance, tag=tag,
+        state=None if state == "any" else state, min_importance=min_importance, tag=tag,
     )
-    return await service.list(where, offset=offset, limit=limit)
+    return await service.list_memories(where, offset=offset, limit=limit)
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryPublic,
@@ -65,6 +70,55 @@ async def delete_memory(memory_id: str, principal: CurrentPrincipal, service: Me
                         ) -> Deleted:
     """Delete one memory (its messages stay in the raw log)."""
     return await service.delete(memory_id, principal)
+
+
+@router.patch("/memories/{memory_id}", response_model=MemoryPublic,
+              responses=error_responses(401, 403, 404, 422, 503))
+async def update_memory(memory_id: str, body: MemoryUpdate, principal: CurrentPrincipal,
+                        service: MemoryServiceDep) -> MemoryPublic:
+    """Edit text, tags, category, importance or protection; a new text is re-embedded."""
+    return await service.update(memory_id, body, principal)
+
+
+@router.post("/memories/{memory_id}/access", response_model=MemoryPublic,
+             responses=error_responses(401, 403, 404, 503))
+async def access_memory(memory_id: str, body: AccessRequest, principal: CurrentPrincipal,
+                        service: MemoryServiceDep) -> MemoryPublic:
+    """Record an explicit access with a note; frequent use promotes the memory."""
+    return await service.access(memory_id, body.note, principal)
+
+
+@router.post("/memories/{memory_id}/forget", response_model=MemoryPublic,
+             responses=error_responses(401, 403, 404, 409, 503))
+async def forget_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
+                        ) -> MemoryPublic:
+    """Forget a memory softly: it leaves recall but can be restored."""
+    return await service.forget(memory_id, principal)
+
+
+@router.post("/memories/{memory_id}/restore", response_model=MemoryPublic,
+             responses=error_responses(401, 403, 404, 503))
+async def restore_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
+                         ) -> MemoryPublic:
+    """Bring a forgotten memory back into recall."""
+    return await service.restore(memory_id, principal)
+
+
+@router.get("/memories/{memory_id}/evolution", response_model=Evolution,
+            responses=error_responses(401, 403, 404))
+async def memory_evolution(memory_id: str, principal: CurrentPrincipal,
+                           service: MemoryServiceDep) -> Evolution:
+    """The memory's history, oldest first, with a readable summary."""
+    return await service.evolution(memory_id, principal)
+
+
+@router.post("/namespaces/{namespace}/forget", response_model=ForgetResult,
+             responses=error_responses(401, 403, 503))
+async def forget_stale(namespace: NamespacePath, principal: CurrentPrincipal,
+                       service: MemoryServiceDep) -> ForgetResult:
+    """Forget the namespace's long-untouched, low-importance memories (soft, restorable)."""
+    principal.require_namespace(namespace)
+    return await service.forget_stale(namespace)
 
 
 @router.get("/namespaces/{namespace}/sessions", response_model=SessionList,

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from app.classify.categories import Category
 from app.storage.records import MemoryRecord, SessionRecord
 
 
@@ -118,3 +120,51 @@ class Deleted(BaseModel):
     deleted: bool = True
     memories_deleted: int = 0
     memories_rebuilt: list[str] = Field(default_factory=list)
+
+
+class AccessRequest(BaseModel):
+    note: str = Field(default="", max_length=1000, description="Why it was accessed.")
+
+
+class MemoryUpdate(BaseModel):
+    """Fields a client may edit; a new text is re-embedded and re-analysed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(default=None, min_length=1, max_length=20_000)
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = Field(
+        default=None, max_length=32)
+    category: Category | None = None
+    importance: int | None = Field(default=None, ge=1, le=10,
+                                   description="Overrides the estimate from now on.")
+    protected: bool | None = Field(default=None,
+                                   description="Protected memories are never compressed "
+                                   "or forgotten.")
+
+    @model_validator(mode="after")
+    def _something_to_change(self) -> MemoryUpdate:
+        if not self.model_fields_set:
+            raise ValueError("nothing to update: give text, tags, category, importance or "
+                             "protected")
+        if "text" in self.model_fields_set and self.text is not None and not self.text.strip():
+            raise ValueError("text is blank")
+        return self
+
+
+class EventPublic(BaseModel):
+    id: str
+    event: str
+    note: str
+    timestamp: datetime | None
+    metadata: dict[str, Any]
+
+
+class Evolution(BaseModel):
+    memory_id: str
+    events: list[EventPublic]
+    summary: str = Field(description="One line per event, with icons: 🆕 ✏️ 📝 ⬆️ 🔀 🗜️ 🗑️ ♻️")
+
+
+class ForgetResult(BaseModel):
+    namespace: str
+    forgotten: list[str]

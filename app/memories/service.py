@@ -6,20 +6,38 @@ Deletes take the namespace write lock; deleting a message rebuilds the memories 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
 from app.auth import Principal
-from app.errors import NotFound
+from app.config import Settings
+from app.errors import Conflict, NotFound
 from app.locks import NamespaceLocks
-from app.memories.schemas import Deleted, MemoryList, MemoryPublic, SessionList, SessionPublic
-from app.storage.records import MemoryRecord
+from app.memories.lifecycle import evolution_summary, promotion_for
+from app.memories.schemas import (
+    Deleted,
+    EventPublic,
+    Evolution,
+    ForgetResult,
+    MemoryList,
+    MemoryPublic,
+    MemoryUpdate,
+    SessionList,
+    SessionPublic,
+)
+from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import MemoryFilter, Repository
 from app.store.builder import MemoryBuilder
 
 
 class MemoryService:
-    def __init__(self, repo: Repository, builder: MemoryBuilder, locks: NamespaceLocks) -> None:
+    def __init__(self, repo: Repository, builder: MemoryBuilder, locks: NamespaceLocks,
+                 settings: Settings) -> None:
         self._repo = repo
         self._builder = builder
         self._locks = locks
+        self._settings = settings
 
     async def _memory(self, memory_id: str, principal: Principal) -> MemoryRecord:
         memory = await self._repo.get_memory(memory_id)
@@ -31,7 +49,7 @@ class MemoryService:
     async def get(self, memory_id: str, principal: Principal) -> MemoryPublic:
         return MemoryPublic.from_record(await self._memory(memory_id, principal))
 
-    async def list(self, where: MemoryFilter, *, offset: int, limit: int) -> MemoryList:
+    async def list_memories(self, where: MemoryFilter, *, offset: int, limit: int) -> MemoryList:
         items, count = await self._repo.list_memories(where, offset=offset, limit=limit)
         return MemoryList(items=[MemoryPublic.from_record(m) for m in items], count=count,
                           offset=offset, limit=limit)
@@ -76,3 +94,131 @@ class MemoryService:
             count = await self._repo.count_memories(namespace)
             await self._repo.delete_namespace(namespace)
         return Deleted(memories_deleted=count)
+
+    # --- usage, tiers, forgetting ---------------------------------------------------------
+
+    async def access(self, memory_id: str, note: str, principal: Principal) -> MemoryPublic:
+        """Record an explicit access: access_count + 1, an `accessed` event, maybe a promotion."""
+        memory = await self._memory(memory_id, principal)
+        async with self._locks.hold(memory.namespace):
+            memory = await self._memory(memory_id, principal)  # fresh counts under the lock
+            now = datetime.now(UTC)
+            memory.access_count += 1
+            memory.last_accessed = now
+            events = [new_event(memory, "accessed", note, now, {"access_count":
+                                                                memory.access_count})]
+            events += self._promote(memory, now)
+            await self._repo.update_memory(memory.id, {
+                "access_count": memory.access_count, "last_accessed": now,
+                "tier": memory.tier, "importance": memory.importance})
+            await self._repo.append_events(events)
+        return MemoryPublic.from_record(memory)
+
+    async def promote_due(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        """Promote those of `memory_ids` whose counts passed a threshold (after recall hits).
+
+        The caller holds the namespace lock.
+        """
+        promoted: list[str] = []
+        now = datetime.now(UTC)
+        for memory in await self._repo.get_memories(memory_ids):
+            if memory.namespace != namespace:
+                continue
+            events = self._promote(memory, now)
+            if events:
+                await self._repo.update_memory(memory.id, {"tier": memory.tier,
+                                                           "importance": memory.importance})
+                await self._repo.append_events(events)
+                promoted.append(memory.id)
+        return promoted
+
+    def _promote(self, memory: MemoryRecord, now: datetime) -> list[EventRecord]:
+        """Apply every promotion the memory has earned (in place); their events."""
+        events = []
+        while (step := promotion_for(memory, self._settings)) is not None:
+            memory.tier, memory.importance = step.to_tier, step.importance
+            events.append(new_event(memory, "promoted", f"{step.from_tier} → {step.to_tier}: "
+                                    f"{step.reason}", now,
+                                    {"from": step.from_tier, "to": step.to_tier,
+                                     "importance": step.importance}))
+        return events
+
+    async def forget(self, memory_id: str, principal: Principal, *, note: str = "by request"
+                     ) -> MemoryPublic:
+        return await self._set_state(memory_id, principal, "forgotten", note)
+
+    async def restore(self, memory_id: str, principal: Principal) -> MemoryPublic:
+        return await self._set_state(memory_id, principal, "active", "restored")
+
+    async def _set_state(self, memory_id: str, principal: Principal, state: str, note: str
+                         ) -> MemoryPublic:
+        memory = await self._memory(memory_id, principal)
+        async with self._locks.hold(memory.namespace):
+            memory = await self._memory(memory_id, principal)
+            if memory.state == state:
+                return MemoryPublic.from_record(memory)
+            if state == "forgotten" and memory.protected:
+                raise Conflict(f"memory {memory_id!r} is protected and cannot be forgotten")
+            now = datetime.now(UTC)
+            event = "forgotten" if state == "forgotten" else "restored"
+            old_state, memory.state, memory.updated_at = memory.state, state, now
+            await self._repo.update_memory(memory.id, {"state": state, "updated_at": now})
+            await self._repo.append_events([new_event(memory, event, note, now, {
+                "from": old_state, "to": state})])
+        return MemoryPublic.from_record(memory)
+
+    async def forget_stale(self, namespace: str) -> ForgetResult:
+        """Soft-forget the namespace's long-untouched, low-importance memories."""
+        s = self._settings
+        async with self._locks.hold(namespace):
+            now = datetime.now(UTC)
+            stale = await self._repo.forgettable_memories(
+                namespace, untouched_since=now - timedelta(days=s.forget_after_days),
+                max_importance=s.forget_max_importance)
+            for memory in stale:
+                await self._repo.update_memory(memory.id, {"state": "forgotten",
+                                                           "updated_at": now})
+            await self._repo.append_events([
+                new_event(m, "forgotten", f"untouched for {s.forget_after_days:g} days, "
+                          f"importance {m.importance}", now, {"from": "active"})
+                for m in stale])
+        return ForgetResult(namespace=namespace, forgotten=[m.id for m in stale])
+
+    # --- edits and history -----------------------------------------------------------------
+
+    async def update(self, memory_id: str, change: MemoryUpdate, principal: Principal
+                     ) -> MemoryPublic:
+        """Edit a memory; a new text is re-embedded. Logged as `evolved` with old and new."""
+        memory = await self._memory(memory_id, principal)
+        async with self._locks.hold(memory.namespace):
+            memory = await self._memory(memory_id, principal)
+            old = {f: getattr(memory, f) for f in change.model_fields_set}
+            fields = change.model_dump(include=change.model_fields_set)
+            text = fields.pop("text", None)
+            if text is not None and text != memory.text:
+                memory = await self._builder.with_new_text(memory, text)
+            else:  # keep the stored vector: the row is written back whole
+                memory.vector = (await self._repo.get_memories(
+                    [memory.id], with_vector=True))[0].vector
+            for name, value in fields.items():
+                setattr(memory, name, str(value) if name == "category" else value)
+            if "importance" in fields:
+                memory.importance_overridden = True
+            now = datetime.now(UTC)
+            memory.updated_at = now
+            await self._repo.upsert_memories([memory])
+            new = {f: getattr(memory, f) for f in change.model_fields_set}
+            await self._repo.append_events([new_event(
+                memory, "evolved", "edited: " + ", ".join(sorted(change.model_fields_set)),
+                now, {"old": old, "new": new})])
+        return MemoryPublic.from_record(memory)
+
+    async def evolution(self, memory_id: str, principal: Principal) -> Evolution:
+        memory = await self._memory(memory_id, principal)
+        events = await self._repo.events_for(memory.id)
+        return Evolution(
+            memory_id=memory.id,
+            events=[EventPublic(id=e.id, event=e.event, note=e.note, timestamp=e.timestamp,
+                                metadata=json.loads(e.metadata or "{}")) for e in events],
+            summary=evolution_summary([(e.event, e.note) for e in events]),
+        )

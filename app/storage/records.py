@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Self
@@ -146,3 +148,15 @@ class JobRecord(_Record):
     updated_at: datetime | None = None
     result: str = "{}"
     error: str | None = None
+
+
+def new_event(
+    memory: MemoryRecord, event: str, note: str, when: datetime, metadata: dict[str, Any],
+    *, event_id: str | None = None,
+) -> EventRecord:
+    """An event of `memory`. Pass a deterministic `event_id` where a replay must not log twice."""
+    return EventRecord(
+        id=event_id or f"{memory.id}:{event}:{uuid.uuid4().hex[:16]}",
+        memory_id=memory.id, namespace=memory.namespace, event=event, note=note,
+        timestamp=when, metadata=json.dumps(metadata, ensure_ascii=False, default=str),
+    )

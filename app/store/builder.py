@@ -9,6 +9,7 @@ again at start-up, and a replay never duplicates a memory or an event.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -22,7 +23,13 @@ from app.classify.analyzer import Analysis, analyze
 from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
-from app.storage.records import EventRecord, MemoryRecord, MessageRecord, SessionRecord
+from app.storage.records import (
+    EventRecord,
+    MemoryRecord,
+    MessageRecord,
+    SessionRecord,
+    new_event,
+)
 from app.storage.repository import Repository
 from app.store.chunker import Chunk, is_long, memory_id, plan_chunks, split_long
 
@@ -88,14 +95,16 @@ class MemoryBuilder:
             old = existing.get(record.id)
             if old is None:
                 outcome.created.append(record.id)
-                events.append(_event(record, "created", f"category {record.category}", now,
-                                     {"category": record.category,
-                                      "importance": record.importance}))
+                events.append(new_event(
+                    record, "created", f"category {record.category}", now,
+                    {"category": record.category, "importance": record.importance},
+                    event_id=_replay_safe_id(record, "created")))
             else:
                 outcome.updated.append(record.id)
-                events.append(_event(record, "evolved", "rebuilt from changed messages", now,
-                                     {"old_text": old.text, "new_text": record.text,
-                                      "msg_ids": record.msg_ids}))
+                events.append(new_event(
+                    record, "evolved", "rebuilt from changed messages", now,
+                    {"old_text": old.text, "new_text": record.text, "msg_ids": record.msg_ids},
+                    event_id=_replay_safe_id(record, "evolved")))
 
         # Order matters for crash safety: memories, then events, then the raw log marked done,
         # then the ledger. Replaying any suffix of these steps is harmless.
@@ -111,6 +120,18 @@ class MemoryBuilder:
                  created=len(outcome.created), updated=len(outcome.updated),
                  deleted=len(outcome.deleted), messages=len(pending))
         return outcome
+
+    async def with_new_text(self, memory: MemoryRecord, text: str) -> MemoryRecord:
+        """A copy of `memory` carrying an edited text: re-analysed and re-embedded."""
+        analysis = await asyncio.to_thread(analyze, text)
+        vector = (await self._pool.embed_many([text]))[0]
+        return dataclasses.replace(
+            memory, text=text, vector=vector.tolist(),
+            content_hash=text_hash(text, memory.msg_ids),
+            entities=json.dumps(analysis.entities.to_dict(), ensure_ascii=False),
+            subtopics=list(analysis.subtopics), language=language_of(text),
+            updated_at=datetime.now(UTC),
+        )
 
     # --- chunk planning ----------------------------------------------------------------
 
@@ -284,12 +305,7 @@ class MemoryBuilder:
         ))
 
 
-def _event(
-    memory: MemoryRecord, event: str, note: str, when: datetime, metadata: dict[str, object]
-) -> EventRecord:
-    # Deterministic id: the same change replayed after a crash is logged once.
-    event_id = f"{memory.id}:{event}:{memory.content_hash[:16]}"
-    return EventRecord(
-        id=event_id, memory_id=memory.id, namespace=memory.namespace, event=event, note=note,
-        timestamp=when, metadata=json.dumps(metadata, ensure_ascii=False, default=str),
-    )
+
+def _replay_safe_id(memory: MemoryRecord, event: str) -> str:
+    # The same change replayed after a crash has the same content hash: logged once.
+    return f"{memory.id}:{event}:{memory.content_hash[:16]}"

@@ -1,0 +1,138 @@
+"""Access, promotion, forgetting, restoring, editing and the evolution history."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.helpers import all_memories, store
+
+DECISION = [{"msg_id": "d1", "role": "user",
+             "content": "We decided to move the team wiki to Notion next month."}]
+CHITCHAT = [{"msg_id": "c1", "role": "user", "content": "The weather was grey today, nothing much."}]
+
+
+async def one_memory(client: Any, msgs: list[dict[str, Any]] = DECISION, **kw: Any) -> str:
+    result = await store(client, msgs, **kw)
+    memory_id: str = result["memories_created"][0]
+    return memory_id
+
+
+async def evolution(client: Any, memory_id: str) -> dict[str, Any]:
+    response = await client.get(f"/v1/memories/{memory_id}/evolution")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+class TestAccessAndPromotion:
+    async def test_access_is_counted_and_logged(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        response = await client.post(f"/v1/memories/{memory_id}/access",
+                                     json={"note": "用户问起 wiki 迁移"})
+        assert response.status_code == 200
+        body = response.json()
+        assert body["access_count"] == 1 and body["last_accessed"]
+        history = await evolution(client, memory_id)
+        assert [e["event"] for e in history["events"]] == ["created", "accessed"]
+        assert history["events"][1]["note"] == "用户问起 wiki 迁移"
+        assert history["summary"].splitlines()[0].startswith("🆕 created: category decision")
+        assert history["summary"].splitlines()[1].startswith("✏️ accessed")
+
+    async def test_promotion_at_the_thresholds(self, open_client: Any) -> None:
+        async with open_client(promote_daily_accesses=2, promote_longterm_accesses=4) as client:
+            memory_id = await one_memory(client)
+            start = (await client.get(f"/v1/memories/{memory_id}")).json()["importance"]
+            tiers = []
+            for _ in range(4):
+                body = (await client.post(f"/v1/memories/{memory_id}/access", json={})).json()
+                tiers.append(body["tier"])
+            assert tiers == ["session", "daily", "daily", "longterm"]
+            assert body["importance"] == min(10, start + 2), "each promotion adds importance"
+            history = await evolution(client, memory_id)
+            promoted = [e for e in history["events"] if e["event"] == "promoted"]
+            assert [(e["metadata"]["from"], e["metadata"]["to"]) for e in promoted] == [
+                ("session", "daily"), ("daily", "longterm")]
+            assert history["summary"].count("⬆️") == 2
+            assert [m["id"] for m in await all_memories(client, tier="longterm")] == [memory_id]
+
+    async def test_concurrent_accesses_lose_no_count(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        responses = await asyncio.gather(*(
+            client.post(f"/v1/memories/{memory_id}/access", json={"note": str(i)})
+            for i in range(20)))
+        assert all(r.status_code == 200 for r in responses)
+        final = (await client.get(f"/v1/memories/{memory_id}")).json()
+        assert final["access_count"] == 20
+        history = await evolution(client, memory_id)
+        assert sum(e["event"] == "accessed" for e in history["events"]) == 20
+
+
+class TestForgetting:
+    async def test_forget_and_restore(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        forgotten = await client.post(f"/v1/memories/{memory_id}/forget")
+        assert forgotten.json()["state"] == "forgotten"
+        assert await all_memories(client) == []
+        assert [m["id"] for m in await all_memories(client, state="forgotten")] == [memory_id]
+        restored = await client.post(f"/v1/memories/{memory_id}/restore")
+        assert restored.json()["state"] == "active"
+        assert [m["id"] for m in await all_memories(client)] == [memory_id]
+        summary = (await evolution(client, memory_id))["summary"]
+        assert "🗑️ forgotten" in summary and "♻️ restored" in summary
+
+    async def test_stale_low_value_memories_are_forgotten_first(self, open_client: Any) -> None:
+        async with open_client(forget_after_days=1e-9, forget_max_importance=4) as client:
+            low = await one_memory(client, CHITCHAT, session_id="a")
+            high = await one_memory(client, DECISION, session_id="b")
+            importance = {m["id"]: m["importance"] for m in await all_memories(client)}
+            assert importance[low] <= 4 < importance[high], importance
+            protected = await one_memory(client, [{"msg_id": "p", "role": "user",
+                                                   "content": "Grey sky again, meh."}],
+                                         session_id="c")
+            patch = await client.patch(f"/v1/memories/{protected}", json={"protected": True})
+            assert patch.status_code == 200
+            result = (await client.post("/v1/namespaces/alice/forget")).json()
+            assert result["forgotten"] == [low]
+            states = {m["id"]: m["state"] for m in await all_memories(client, state="any")}
+            assert states == {low: "forgotten", high: "active", protected: "active"}
+
+    async def test_protected_memory_cannot_be_forgotten(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        await client.patch(f"/v1/memories/{memory_id}", json={"protected": True})
+        response = await client.post(f"/v1/memories/{memory_id}/forget")
+        assert response.status_code == 409
+
+
+class TestEdit:
+    async def test_text_edit_is_reembedded_and_logged(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        before = (await client.get(f"/v1/memories/{memory_id}")).json()
+        response = await client.patch(f"/v1/memories/{memory_id}", json={
+            "text": "我们决定下个月把团队 wiki 迁移到 Notion", "tags": ["wiki"]})
+        assert response.status_code == 200, response.text
+        after = response.json()
+        assert after["text"].startswith("我们决定") and after["tags"] == ["wiki"]
+        assert after["language"] == "zh" and after["entities"] != before["entities"]
+        (event,) = [e for e in (await evolution(client, memory_id))["events"]
+                    if e["event"] == "evolved"]
+        assert event["metadata"]["old"]["text"] == before["text"]
+        assert event["metadata"]["new"]["text"] == after["text"]
+
+    async def test_importance_override_sticks_across_rebuilds(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        await client.patch(f"/v1/memories/{memory_id}", json={"importance": 9,
+                                                              "category": "task"})
+        edited = [{**DECISION[0], "content": DECISION[0]["content"] + " Really."}]
+        await store(client, edited)
+        memory = (await client.get(f"/v1/memories/{memory_id}")).json()
+        assert memory["importance"] == 9
+
+    async def test_invalid_edits_are_rejected(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        for body in ({}, {"importance": 11}, {"category": "gossip"}, {"text": "  "},
+                     {"colour": "red"}):
+            response = await client.patch(f"/v1/memories/{memory_id}", json=body)
+            assert response.status_code == 422, body
+        assert (await client.patch("/v1/memories/mem_nope", json={"importance": 3})
+                ).status_code == 404
