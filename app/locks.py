@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -31,6 +31,7 @@ class NamespaceLocks:
         self._local: dict[str, asyncio.Lock] = {}
         self._files: dict[str, FileLock] = {}
         self.wait_seconds_total = 0.0
+        self.on_wait: Callable[[float], None] | None = None  # metrics hook
 
     def is_held(self, namespace: str) -> bool:
         lock = self._local.get(namespace)
@@ -71,6 +72,8 @@ class NamespaceLocks:
                     attempt += 1
             waited = time.monotonic() - started
             self.wait_seconds_total += waited
+            if self.on_wait is not None:
+                self.on_wait(waited)
             if waited > 1:
                 log.info("lock_waited", namespace=namespace, seconds=round(waited, 3))
             try:

@@ -15,6 +15,7 @@ from app.locks import NamespaceLocks
 from app.logging import RequestIdMiddleware, configure_logging
 from app.memories.router import router as memories_router
 from app.memories.service import MemoryService
+from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.router import router as ops_router
 from app.scheduler import Maintenance
 from app.state import AppState
@@ -36,14 +37,17 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     """
     settings = settings or Settings()
     configure_logging(level=settings.log_level, json=settings.is_production())
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         embedding = pool or await EmbeddingPool.load(settings)
         repo = await Repository.open(settings, embedding_dim=embedding.dim)
         locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds)
+        embedding.metrics = metrics
+        locks.on_wait = metrics.lock_wait.observe
         builder = MemoryBuilder(repo, embedding, settings)
-        store = StoreService(repo, builder, locks, settings)
+        store = StoreService(repo, builder, locks, settings, metrics=metrics)
         maintenance = Maintenance(repo, every_versions=settings.compact_every_versions)
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
@@ -74,8 +78,10 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.metrics = metrics
     app.state.engram = None
     install_error_handlers(app)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
     for router in (store_router, memories_router, ops_router):
         app.include_router(router)

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import structlog
 
 from app.config import Settings
+
+if TYPE_CHECKING:
+    from app.ops.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +78,7 @@ class EmbeddingPool:
         self._worker: asyncio.Task[None] | None = None
         self.batches = 0
         self.texts_encoded = 0
+        self.metrics: Metrics | None = None
 
     @classmethod
     async def load(cls, settings: Settings) -> EmbeddingPool:
@@ -95,12 +100,16 @@ class EmbeddingPool:
 
     def encode_blocking(self, texts: list[str]) -> Vector:
         """Encode on the calling thread (benchmarks and the pool's own worker thread)."""
+        started = time.perf_counter()
         vectors = self.model.encode(
             texts, batch_size=self._batch_size, normalize_embeddings=True,
             convert_to_numpy=True, show_progress_bar=False,
         )
         self.batches += 1
         self.texts_encoded += len(texts)
+        if self.metrics is not None:
+            self.metrics.embed_batch.observe(len(texts))
+            self.metrics.embed_seconds.observe(time.perf_counter() - started)
         return np.asarray(vectors, dtype=np.float32)
 
     async def _encode(self, texts: list[str]) -> Vector:
@@ -124,6 +133,8 @@ class EmbeddingPool:
             self._worker = asyncio.create_task(self._batch_worker(self._queue))
         future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
         await self._queue.put(_Pending(text, future))
+        if self.metrics is not None:
+            self.metrics.embed_queue.set(self._queue.qsize())
         return await future
 
     async def _batch_worker(self, queue: asyncio.Queue[_Pending]) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 
 from app.errors import Unavailable, error_responses
+from app.ops.metrics import Metrics
 from app.state import AppState
 
 router = APIRouter(tags=["ops"])
@@ -35,6 +37,20 @@ def _state_or_none(request: Request) -> AppState | None:
 async def healthz() -> Health:
     """Liveness: the process answers."""
     return Health(status="ok")
+
+
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
+                             "description": "Prometheus text format"}})
+async def metrics(request: Request,
+                  state: Annotated[AppState | None, Depends(_state_or_none)]) -> Response:
+    """Metrics in Prometheus format (table sizes and versions read at scrape time)."""
+    registry: Metrics = request.app.state.metrics
+    if state is not None:
+        for table, stats in (await state.repo.table_stats()).items():
+            registry.table_rows.labels(table).set(stats["rows"])
+            registry.table_version.labels(table).set(stats["version"])
+    return Response(registry.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/readyz", response_model=Readiness, responses=error_responses(503))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import structlog
 from app.config import Settings
 from app.errors import BadRequest, NotFound, PayloadTooLarge
 from app.locks import NamespaceLocks
+from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
 from app.store.builder import BuildOutcome, MemoryBuilder
@@ -99,8 +101,10 @@ def normalise(messages: Sequence[MessageIn], *, max_chars: int) -> list[Incoming
 
 class StoreService:
     def __init__(
-        self, repo: Repository, builder: MemoryBuilder, locks: NamespaceLocks, settings: Settings
+        self, repo: Repository, builder: MemoryBuilder, locks: NamespaceLocks, settings: Settings,
+        *, metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._repo = repo
         self._builder = builder
         self._locks = locks
@@ -114,6 +118,16 @@ class StoreService:
     # --- the store call ----------------------------------------------------------------
 
     async def store(self, request: StoreRequest) -> StoreResult:
+        started = time.perf_counter()
+        result = await self._store(request)
+        if self._metrics is not None:
+            mode = "wait" if request.wait else "background"
+            self._metrics.store_seconds.labels(mode).observe(time.perf_counter() - started)
+            for outcome in ("new", "updated", "skipped"):
+                self._metrics.store_messages.labels(outcome).inc(getattr(result, outcome))
+        return result
+
+    async def _store(self, request: StoreRequest) -> StoreResult:
         if len(request.messages) > self._settings.max_messages_per_request:
             raise PayloadTooLarge(
                 f"{len(request.messages)} messages in one request; the limit is "

@@ -1,0 +1,37 @@
+"""Prometheus metrics and request ids, as an operator sees them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import messages, store
+
+
+class TestMetrics:
+    async def test_requests_tables_and_embedding_are_measured(self, client: Any) -> None:
+        await store(client, messages(0, 10))
+        await client.get("/v1/memories/mem_missing")
+        text = (await client.get("/metrics")).text
+        assert 'engram_http_requests_total{method="POST",route="/v1/store",status="200"} 1.0' \
+            in text
+        # by route template, never by raw path
+        assert 'route="/v1/memories/{memory_id}",status="404"' in text
+        assert "mem_missing" not in text
+        assert 'engram_table_rows{table="messages"} 10.0' in text
+        assert 'engram_store_messages_total{outcome="new"} 10.0' in text
+        assert "engram_embedding_batch_size_count" in text
+        assert "engram_lock_wait_seconds_count" in text
+
+    async def test_metrics_content_type(self, client: Any) -> None:
+        response = await client.get("/metrics")
+        assert response.headers["content-type"].startswith("text/plain")
+
+
+class TestRequestIds:
+    async def test_every_response_carries_a_request_id(self, client: Any) -> None:
+        response = await client.get("/healthz")
+        assert len(response.headers["x-request-id"]) >= 8
+
+    async def test_a_client_request_id_is_kept(self, client: Any) -> None:
+        response = await client.get("/healthz", headers={"X-Request-ID": "trace-42"})
+        assert response.headers["x-request-id"] == "trace-42"
