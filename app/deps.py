@@ -15,6 +15,7 @@ from app.errors import Unavailable
 from app.memories.service import MemoryService
 from app.state import AppState
 from app.store.service import StoreService
+from app.transfer.service import TransferService
 
 
 def get_state(request: Request) -> AppState:
@@ -38,6 +39,10 @@ def get_store_service(state: Annotated[AppState, Depends(get_state)]) -> StoreSe
     return state.store
 
 
+def get_transfer_service(state: Annotated[AppState, Depends(get_state)]) -> TransferService:
+    return state.transfer
+
+
 def get_memory_service(state: Annotated[AppState, Depends(get_state)]) -> MemoryService:
     return state.memories
 
@@ -45,4 +50,5 @@ def get_memory_service(state: Annotated[AppState, Depends(get_state)]) -> Memory
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 StoreServiceDep = Annotated[StoreService, Depends(get_store_service)]
 MemoryServiceDep = Annotated[MemoryService, Depends(get_memory_service)]
+TransferServiceDep = Annotated[TransferService, Depends(get_transfer_service)]
 StateDep = Annotated[AppState, Depends(get_state)]

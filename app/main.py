@@ -23,6 +23,8 @@ from app.storage.repository import Repository
 from app.store.builder import MemoryBuilder
 from app.store.router import router as store_router
 from app.store.service import StoreService
+from app.transfer.router import router as transfer_router
+from app.transfer.service import TransferService
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +54,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
             store=store, memories=MemoryService(repo, builder, locks, settings),
-            maintenance=maintenance,
+            maintenance=maintenance, transfer=TransferService(repo, embedding, builder, locks),
         )
         store.start()
         await store.resume_pending()
@@ -83,6 +85,6 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     install_error_handlers(app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
-    for router in (store_router, memories_router, ops_router):
+    for router in (store_router, memories_router, transfer_router, ops_router):
         app.include_router(router)
     return app

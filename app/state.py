@@ -12,6 +12,7 @@ from app.scheduler import Maintenance
 from app.storage.repository import Repository
 from app.store.builder import MemoryBuilder
 from app.store.service import StoreService
+from app.transfer.service import TransferService
 
 
 @dataclass
@@ -24,3 +25,4 @@ class AppState:
     store: StoreService
     memories: MemoryService
     maintenance: Maintenance
+    transfer: TransferService

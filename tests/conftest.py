@@ -42,12 +42,13 @@ def data_dir(tmp_path: Path) -> Path:
 def open_client(model: Any, data_dir: Path) -> Callable[..., Any]:
     """`async with open_client(**settings) as client:` — an app on `data_dir`, lifespan running.
 
-    Opening it twice on the same directory is a restart.
+    Opening it twice on the same directory is a restart; `at=` opens another directory.
     """
 
     @asynccontextmanager
-    async def _open(token: str | None = None, **overrides: Any) -> AsyncIterator[AppClient]:
-        settings = make_settings(data_dir, **overrides)
+    async def _open(token: str | None = None, at: Path | None = None, **overrides: Any
+                    ) -> AsyncIterator[AppClient]:
+        settings = make_settings(at or data_dir, **overrides)
         pool = EmbeddingPool.from_model(model, settings)
         app = create_app(settings, pool=pool)
         headers = {"Authorization": f"Bearer {token}"} if token else {}

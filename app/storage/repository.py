@@ -122,6 +122,9 @@ class SearchHit:
 # Columns a recall needs; the vector is left out (a search returns the distance already).
 _SEARCH_EXCLUDE = ("vector", "entities", "subtopics", "content_hash", "speaker_pattern",
                    "score_novelty", "score_entropy", "score_task", "score_emotion")
+# IVF_PQ query settings: partitions probed, and candidates re-ranked on full vectors.
+_VECTOR_NPROBES = 32
+_VECTOR_REFINE = 4
 
 
 class Repository:
@@ -296,12 +299,148 @@ class Repository:
         by_id = {m.id: m for m in await self.get_memories(page_ids)} if page_ids else {}
         return [by_id[i] for i in page_ids if i in by_id], len(keys)
 
+    async def update_memory(self, memory_id: str, values: dict[str, Any]) -> None:
+        """Set some columns of one memory (no re-embedding; use upsert_memories for text)."""
+        await self._tables["memories"].update(updates=values, where=f"id = {sql_str(memory_id)}")
+        self._wrote("memories")
+
+    async def forgettable_memories(
+        self, namespace: str, *, untouched_since: datetime, max_importance: int
+    ) -> list[MemoryRecord]:
+        """Active, unprotected, low-importance memories nobody touched since the cutoff."""
+        since = sql_time(untouched_since)
+        where = (
+            f"namespace = {sql_str(namespace)} AND state = 'active' AND NOT protected "
+            f"AND importance <= {int(max_importance)} "
+            f"AND coalesce(last_accessed, updated_at, created_at) < {since}"
+        )
+        return await self._select("memories", MemoryRecord, where)
+
     async def count_memories(self, namespace: str) -> int:
         return int(await self._tables["memories"].count_rows(f"namespace = {sql_str(namespace)}"))
 
     async def delete_memories(self, memory_ids: Sequence[str]) -> None:
         if memory_ids:
             await self._delete("memories", sql_in("id", memory_ids))
+
+    # --- recall: search, hits, vector index --------------------------------------------
+
+    def _search_columns(self) -> list[str]:
+        return self._columns("memories", exclude=_SEARCH_EXCLUDE)
+
+    async def vector_search(
+        self, vector: Sequence[float], where: SearchFilter, *, limit: int, exact: bool = False,
+    ) -> list[SearchHit]:
+        """The `limit` memories closest to `vector` by cosine, filtered before the search.
+
+        Rows not yet in the vector index (or every row, before the index exists) are
+        compared exhaustively, so a new memory is found at once. `exact` skips the index:
+        for a small namespace an exhaustive scan is both faster and exact, while an IVF
+        index probing a few partitions may hold too few of its rows (LANCEDB_NOTES.md #6).
+        """
+        query = (
+            self._tables["memories"].query().nearest_to(list(vector)).distance_type("cosine")
+            .where(where.to_sql()).select([*self._search_columns(), "_distance"]).limit(limit)
+        )
+        if exact:
+            query = query.bypass_vector_index()
+        else:
+            # Probe more partitions and re-rank with full vectors: PQ codes alone lose the
+            # fine order that recall quality depends on.
+            query = query.nprobes(_VECTOR_NPROBES).refine_factor(_VECTOR_REFINE)
+        table = await query.to_arrow()
+        distances = table.column("_distance").to_pylist()
+        rows = table.drop_columns(["_distance"]).to_pylist()
+        return [SearchHit(MemoryRecord.from_row(row), cosine=1.0 - float(d))
+                for row, d in zip(rows, distances, strict=True)]
+
+    async def text_search(self, text: str, where: SearchFilter, *, limit: int
+                          ) -> tuple[list[SearchHit], Any]:
+        """Full-text (BM25) search over memory text, filtered before the search.
+
+        Returns the hits and their vectors as an (n, dim) float32 matrix, so the caller can
+        score hits the vector search did not return on the same cosine scale. Rows written
+        since the last `optimize()` are searched without the index (flat), never skipped.
+        """
+        import numpy as np
+
+        table = await (
+            self._tables["memories"].query().nearest_to_text(text, columns="text")
+            .where(where.to_sql()).select([*self._search_columns(), "vector", "_score"])
+            .limit(limit).to_arrow()
+        )
+        if table.num_rows == 0:
+            return [], np.zeros((0, self.embedding_dim), dtype=np.float32)
+        scores = table.column("_score").to_pylist()
+        vectors = (table.column("vector").combine_chunks().flatten().to_numpy()
+                   .astype(np.float32).reshape(table.num_rows, self.embedding_dim))
+        rows = table.drop_columns(["_score", "vector"]).to_pylist()
+        hits = [SearchHit(MemoryRecord.from_row(row), bm25=float(s))
+                for row, s in zip(rows, scores, strict=True)]
+        return hits, vectors
+
+    async def add_hits(self, namespace: str, counts: dict[str, int], *, when: datetime) -> int:
+        """Add `counts[id]` to each memory's hit_count and set its last_accessed to `when`.
+
+        One table version for the whole batch (a partial-column merge). The caller holds
+        the namespace write lock: the read-modify-write must not interleave with a rebuild
+        of the same memories. Memories deleted meanwhile are skipped. Returns rows updated.
+        """
+        if not counts:
+            return 0
+        where = f"namespace = {sql_str(namespace)} AND {sql_in('id', counts)}"
+        current = await (
+            self._tables["memories"].query().where(where).select(["id", "hit_count"]).to_arrow()
+        )
+        rows = [
+            {"id": mid, "hit_count": int(hits or 0) + counts[mid], "last_accessed": when}
+            for mid, hits in zip(current.column("id").to_pylist(),
+                                 current.column("hit_count").to_pylist(), strict=True)
+        ]
+        if not rows:
+            return 0
+        schema = self._schemas["memories"]
+        partial = pa.schema([schema.field(n) for n in ("id", "hit_count", "last_accessed")])
+        await (
+            self._tables["memories"].merge_insert("id").when_matched_update_all()
+            .execute(pa.Table.from_pylist(rows, schema=partial))
+        )
+        self._wrote("memories")
+        return len(rows)
+
+    async def has_vector_index(self) -> bool:
+        indices = await self._tables["memories"].list_indices()
+        return any(tuple(index.columns) == ("vector",) for index in indices)
+
+    async def ensure_vector_index(self, *, min_rows: int) -> bool:
+        """Build the IVF_PQ (cosine) index on memory vectors once the table holds `min_rows`.
+
+        Returns True when it built one now. Later rows are folded in by `compact()`
+        (`optimize()`); until then they are searched exhaustively. Building takes tens of
+        seconds at 100k rows (LANCEDB_NOTES.md): the maintenance loop calls this, never a
+        request.
+        """
+        if await self.has_vector_index():
+            return False
+        rows = int(await self._tables["memories"].count_rows())
+        if rows < min_rows:
+            return False
+        from lancedb.index import IvfPq
+
+        # ~sqrt(rows) partitions (LanceDB's own rule of thumb), 48 sub-vectors of 8 dims for
+        # the 384-d default model; cosine to match the queries (LANCEDB_NOTES.md #5).
+        partitions = max(16, int(rows ** 0.5))
+        sub_vectors = next(n for n in (48, 32, 24, 16, 8, 4, 2, 1) if self.embedding_dim % n == 0)
+        started = time.monotonic()
+        await self._tables["memories"].create_index(
+            "vector",
+            config=IvfPq(distance_type="cosine", num_partitions=partitions,
+                         num_sub_vectors=sub_vectors),
+            replace=True,
+        )
+        log.info("vector_index_built", rows=rows, partitions=partitions,
+                 seconds=round(time.monotonic() - started, 1))
+        return True
 
     # --- sessions ledger ---------------------------------------------------------------
 
@@ -375,6 +514,25 @@ class Repository:
             self._tables["meta"].merge_insert("key").when_matched_update_all()
             .when_not_matched_insert_all().execute(table)
         )
+
+    # --- whole namespaces (export / import) ----------------------------------------------
+
+    async def namespace_messages(self, namespace: str) -> list[MessageRecord]:
+        rows = await self._select("messages", MessageRecord, f"namespace = {sql_str(namespace)}")
+        return sorted(rows, key=lambda m: (m.session_id, m.seq))
+
+    async def namespace_memories(self, namespace: str, *, with_vector: bool) -> list[MemoryRecord]:
+        columns = self._columns("memories", exclude=() if with_vector else ("vector",))
+        rows = await self._select("memories", MemoryRecord, f"namespace = {sql_str(namespace)}",
+                                  columns=columns)
+        return sorted(rows, key=lambda m: (m.session_id, m.start_seq, m.part))
+
+    async def namespace_events(self, namespace: str) -> list[EventRecord]:
+        rows = await self._select("events", EventRecord, f"namespace = {sql_str(namespace)}")
+        return sorted(rows, key=lambda e: (e.memory_id, e.timestamp is None, e.timestamp, e.id))
+
+    async def upsert_sessions(self, sessions: Sequence[SessionRecord]) -> None:
+        await self._upsert("sessions", "key", sessions)
 
     # --- maintenance -------------------------------------------------------------------
 
