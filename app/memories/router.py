@@ -73,7 +73,7 @@ async def delete_memory(memory_id: str, principal: CurrentPrincipal, service: Me
 
 
 @router.patch("/memories/{memory_id}", response_model=MemoryPublic,
-              responses=error_responses(401, 403, 404, 422, 503))
+              responses=error_responses(400, 401, 403, 404, 422, 503))
 async def update_memory(memory_id: str, body: MemoryUpdate, principal: CurrentPrincipal,
                         service: MemoryServiceDep) -> MemoryPublic:
     """Edit text, tags, category, importance or protection; a new text is re-embedded."""
@@ -81,7 +81,7 @@ async def update_memory(memory_id: str, body: MemoryUpdate, principal: CurrentPr
 
 
 @router.post("/memories/{memory_id}/access", response_model=MemoryPublic,
-             responses=error_responses(401, 403, 404, 503))
+             responses=error_responses(400, 401, 403, 404, 422, 503))
 async def access_memory(memory_id: str, body: AccessRequest, principal: CurrentPrincipal,
                         service: MemoryServiceDep) -> MemoryPublic:
     """Record an explicit access with a note; frequent use promotes the memory."""
