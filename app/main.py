@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import structlog
 from fastapi import FastAPI
 
+from app.classify import warm_up as warm_up_classifier
+from app.classify.router import router as classify_router
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.errors import install_error_handlers
@@ -44,6 +47,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         embedding = pool or await EmbeddingPool.load(settings)
+        # jieba loads its dictionary on first use (~1 s): pay it at start-up, not in a request.
+        await asyncio.to_thread(warm_up_classifier)
         repo = await Repository.open(settings, embedding_dim=embedding.dim)
         locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds)
         embedding.metrics = metrics
@@ -78,6 +83,9 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         version="0.1.0",
         summary="Long-term memory for AI assistants: store sessions, recall what matters.",
         lifespan=lifespan,
+        # operationIds are the endpoint function names: generated clients get readable
+        # method names (`store`, `recall`) instead of `store_v1_store_post`.
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.settings = settings
     app.state.metrics = metrics
@@ -85,6 +93,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     install_error_handlers(app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
-    for router in (store_router, memories_router, transfer_router, ops_router):
+    for router in (store_router, memories_router, classify_router, transfer_router,
+                   ops_router):
         app.include_router(router)
     return app

@@ -1,0 +1,64 @@
+"""One call that understands a text: category, entities, subtopics, importance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.classify.categories import Category, classify_category
+from app.classify.entities import Entities, extract_entities, subtopics
+from app.classify.importance import estimate_importance
+from app.classify.smalltalk import is_small_talk
+
+__all__ = ["Analysis", "analyze"]
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """Everything the classifier knows about one text."""
+
+    category: Category
+    confidence: float
+    scores: dict[str, float]
+    entities: Entities
+    subtopics: tuple[str, ...]
+    importance: int
+    small_talk: bool
+
+
+def analyze(text: str, *, weight_score: float | None = None) -> Analysis:
+    """Classify a text, extract its entities and estimate its importance.
+
+    Runs on every stored chunk, so it stays rule-based and in-process (a few milliseconds
+    for a 900-character chunk once jieba is loaded).
+
+    Args:
+        text: a message or chunk, English, Chinese or mixed.
+        weight_score: the chunk's memory weight score (0–1), if known; blended into
+            the importance.
+
+    Returns:
+        The combined analysis.
+
+    Example:
+        >>> a = analyze("我们决定使用 LanceDB 和 #向量检索 来构建记忆系统")
+        >>> a.category, a.entities.technologies
+        (<Category.DECISION: 'decision'>, ('LanceDB',))
+    """
+    small_talk = is_small_talk(text)
+    result = classify_category(text, small_talk=small_talk)
+    entities = extract_entities(text)
+    return Analysis(
+        category=result.category,
+        confidence=result.confidence,
+        scores=result.scores,
+        entities=entities,
+        subtopics=tuple(subtopics(entities)),
+        importance=estimate_importance(
+            result.category,
+            result.confidence,
+            entities,
+            weight_score=weight_score,
+            small_talk=small_talk,
+        ),
+        small_talk=small_talk,
+    )
