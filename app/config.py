@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # Otherwise a sentence-transformers model name or a local directory.
     embedding_model: str = ""
     embedding_threads: int = Field(default=2, ge=1, le=64)
+    # Another model than the one that built the store: re-embed every memory at start-up
+    # (true) or refuse to start (false).
+    reembed_on_model_change: bool = False
     embedding_batch_size: int = Field(default=32, ge=1, le=1024)
     # How long a lone query waits for companions to share one forward pass.
     embedding_batch_wait_ms: float = Field(default=2.0, ge=0, le=100)
@@ -58,6 +61,25 @@ class Settings(BaseSettings):
     # Forgetting (soft, restorable): untouched this many days and importance at most this.
     forget_after_days: float = Field(default=90, gt=0)
     forget_max_importance: int = Field(default=3, ge=1, le=10)
+
+    # --- compression (SPEC.md §8, docs/compression.md) ----------------------------------
+    # The background scheduler: one pass over every namespace each interval.
+    compression_enabled: bool = True
+    compression_interval_seconds: float = Field(default=3600.0, gt=0)
+    # Scenario preset of namespaces that chose none (PUT /v1/compression/policies/{ns}).
+    compression_preset: Literal["default", "customer_service", "counselling", "short_dialogue",
+                                "long_technical", "noisy_chitchat"] = "default"
+    # A namespace's capacity in characters of active memory text. Pressure = size / capacity;
+    # compression triggers once it passes the policy's alarm level (`memory_limit`, 0.7).
+    compression_capacity_chars: int = Field(default=2_000_000, ge=1_000)
+    # The age pass makes memories older than this (by message time) long-term facts.
+    compression_age_days: float = Field(default=30.0, gt=0)
+    # Optional OpenAI-compatible endpoint (base URL ending in /v1) for abstractive summaries;
+    # empty: extractive summaries only, no network. Any failure falls back to extractive.
+    compression_llm_url: str = ""
+    compression_llm_model: str = ""
+    compression_llm_api_key: SecretStr = SecretStr("")
+    compression_llm_timeout_seconds: float = Field(default=30.0, gt=0)
 
     # --- locks ---------------------------------------------------------------------------
     lock_timeout_seconds: float = Field(default=120.0, gt=0)

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from app.classify import warm_up as warm_up_classifier
 from app.classify.router import router as classify_router
 from app.config import Settings
+from app.embedding.identity import ensure_model_matches
 from app.embedding.pool import EmbeddingPool
 from app.errors import install_error_handlers
 from app.locks import NamespaceLocks
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         # jieba loads its dictionary on first use (~1 s): pay it at start-up, not in a request.
         await asyncio.to_thread(warm_up_classifier)
         repo = await Repository.open(settings, embedding_dim=embedding.dim)
+        await ensure_model_matches(repo, embedding, reembed=settings.reembed_on_model_change)
         locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds)
         embedding.metrics = metrics
         locks.on_wait = metrics.lock_wait.observe

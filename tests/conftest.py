@@ -46,10 +46,10 @@ def open_client(model: Any, data_dir: Path) -> Callable[..., Any]:
     """
 
     @asynccontextmanager
-    async def _open(token: str | None = None, at: Path | None = None, **overrides: Any
-                    ) -> AsyncIterator[AppClient]:
+    async def _open(token: str | None = None, at: Path | None = None,
+                    with_model: Any = None, **overrides: Any) -> AsyncIterator[AppClient]:
         settings = make_settings(at or data_dir, **overrides)
-        pool = EmbeddingPool.from_model(model, settings)
+        pool = EmbeddingPool.from_model(with_model or model, settings)
         app = create_app(settings, pool=pool)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with app.router.lifespan_context(app):

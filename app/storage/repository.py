@@ -20,6 +20,7 @@ import structlog
 from app.config import Settings
 from app.storage.migrations import migrate
 from app.storage.records import (
+    ArchiveRecord,
     EventRecord,
     JobRecord,
     MemoryRecord,
@@ -33,7 +34,7 @@ log = structlog.get_logger(__name__)
 
 R = TypeVar("R", bound=_Record)
 
-TABLES = ("messages", "memories", "sessions", "events", "jobs", "meta")
+TABLES = ("messages", "memories", "sessions", "events", "jobs", "meta", "archive")
 
 
 def sql_str(value: str) -> str:
@@ -156,15 +157,29 @@ class Repository:
         repo = cls(db, tables, embedding_dim=embedding_dim)
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
-        stored_dim = repo._schemas["memories"].field("vector").type.list_size
-        if stored_dim != embedding_dim:
-            from app.errors import Unavailable
-
-            raise Unavailable(
-                f"the store holds {stored_dim}-dimensional vectors but the embedding model "
-                f"makes {embedding_dim}-dimensional ones; use the model the store was built with"
-            )
         return repo
+
+    @property
+    def stored_vector_dim(self) -> int:
+        """The dimension of the vectors the memories table holds (fixed per table)."""
+        dim: int = self._schemas["memories"].field("vector").type.list_size
+        return dim
+
+    async def reset_vectors(self, dim: int) -> None:
+        """Replace the vector column by an empty one of `dim` dimensions (model change).
+
+        Every memory must be re-embedded right after (`upsert_memories`).
+        """
+        memories = self._tables["memories"]
+        await memories.drop_columns(["vector"])
+        await memories.add_columns(pa.field("vector", pa.list_(pa.float32(), dim)))
+        self._schemas["memories"] = await memories.schema()
+        self.embedding_dim = dim
+        self._wrote("memories")
+
+    async def all_memories(self) -> list[MemoryRecord]:
+        """Every memory of every namespace, without vectors (model change, maintenance)."""
+        return await self._select("memories", MemoryRecord, "true")
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -322,6 +337,7 @@ class Repository:
     async def delete_memories(self, memory_ids: Sequence[str]) -> None:
         if memory_ids:
             await self._delete("memories", sql_in("id", memory_ids))
+            await self.delete_archived(memory_ids)
 
     # --- recall: search, hits, vector index --------------------------------------------
 
@@ -462,13 +478,13 @@ class Repository:
         memories = await self.session_memories(namespace, session_id)
         await self.delete_events([m.id for m in memories])
         where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
-        for table in ("memories", "messages", "jobs"):
+        for table in ("memories", "messages", "jobs", "archive"):
             await self._delete(table, where)
         await self._delete("sessions", f"key = {sql_str(session_key(namespace, session_id))}")
 
     async def delete_namespace(self, namespace: str) -> None:
         where = f"namespace = {sql_str(namespace)}"
-        for table in ("memories", "events", "messages", "jobs", "sessions"):
+        for table in ("memories", "events", "messages", "jobs", "sessions", "archive"):
             await self._delete(table, where)
 
     # --- events (append-only) ----------------------------------------------------------
@@ -533,6 +549,55 @@ class Repository:
 
     async def upsert_sessions(self, sessions: Sequence[SessionRecord]) -> None:
         await self._upsert("sessions", "key", sessions)
+
+    # --- compression ---------------------------------------------------------------------
+
+    async def namespaces(self) -> list[str]:
+        """Every namespace that holds memories, sorted."""
+        rows = await self._tables["memories"].query().select(["namespace"]).to_arrow()
+        return sorted(set(rows.column("namespace").to_pylist()))
+
+    async def set_memory_columns(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Set some columns of many memories in one table version (a partial-column merge).
+
+        Every row holds `id` and the same other columns; memories deleted meanwhile are
+        skipped. The caller holds the namespace write lock. Returns the rows given.
+        """
+        if not rows:
+            return 0
+        schema = self._schemas["memories"]
+        partial = pa.schema([schema.field(name) for name in rows[0]])
+        await (
+            self._tables["memories"].merge_insert("id").when_matched_update_all()
+            .execute(pa.Table.from_pylist(list(rows), schema=partial))
+        )
+        self._wrote("memories")
+        return len(rows)
+
+    async def archive_memories(self, records: Sequence[ArchiveRecord]) -> None:
+        """Write original texts to the archive (replacing an older row of the same memory)."""
+        await self._upsert("archive", "memory_id", records)
+
+    async def get_archived(self, memory_ids: Sequence[str]) -> list[ArchiveRecord]:
+        if not memory_ids:
+            return []
+        return await self._select("archive", ArchiveRecord, sql_in("memory_id", memory_ids))
+
+    async def namespace_archive(self, namespace: str) -> list[ArchiveRecord]:
+        return await self._select("archive", ArchiveRecord, f"namespace = {sql_str(namespace)}")
+
+    async def delete_archived(self, memory_ids: Sequence[str]) -> None:
+        where = sql_in("memory_id", memory_ids)
+        # Most deletes concern memories never compressed: skip the empty write (a version).
+        if memory_ids and await self._tables["archive"].count_rows(where):
+            await self._delete("archive", where)
+
+    async def messages_received_since(self, namespace: str, since: datetime
+                                      ) -> list[MessageRecord]:
+        """The namespace's messages received after `since`, oldest first (feedback)."""
+        where = f"namespace = {sql_str(namespace)} AND received_at > {sql_time(since)}"
+        rows = await self._select("messages", MessageRecord, where)
+        return sorted(rows, key=lambda m: (m.received_at or since, m.session_id, m.seq))
 
     # --- maintenance -------------------------------------------------------------------
 
