@@ -103,6 +103,12 @@ class MemoryRecord(_Record):
     summary_of: list[str] = field(default_factory=list)
     embedding_model: str = ""
     language: str = "en"
+    # Compression (migration 0004): boost from explicit references, the content hash the
+    # dimension scores belong to, and the last compression decision with its time.
+    score_feedback: float = 0.0
+    score_hash: str = ""
+    decision: str = ""
+    decided_at: datetime | None = None
 
 
 @dataclass
@@ -135,6 +141,21 @@ class EventRecord(_Record):
     event: str
     note: str = ""
     timestamp: datetime | None = None
+    metadata: str = "{}"
+
+
+@dataclass
+class ArchiveRecord(_Record):
+    """The full original text of a compressed memory (restorable byte for byte)."""
+
+    memory_id: str
+    namespace: str
+    session_id: str
+    text: str = ""
+    content_hash: str = ""
+    compressed_text: str = ""
+    summary_id: str = ""
+    archived_at: datetime | None = None
     metadata: str = "{}"
 
 
