@@ -6,6 +6,7 @@ import argparse
 import asyncio
 
 import uvicorn
+from pydantic import ValidationError
 
 from app.config import Settings
 
@@ -27,7 +28,11 @@ def main(argv: list[str] | None = None) -> None:
                        help="uvicorn worker processes sharing the data directory")
     sub.add_parser("migrate", help="apply pending schema migrations and exit")
     args = parser.parse_args(argv)
-    settings = Settings()  # validated here: refuses a public host without API keys
+    try:
+        settings = Settings()  # validated here: refuses a public host without API keys
+    except ValidationError as exc:
+        problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise SystemExit(f"engram: invalid settings: {problems}") from None
     if args.command == "migrate":
         _migrate(settings)
         return

@@ -52,6 +52,44 @@ class Settings(BaseSettings):
     max_messages_per_request: int = Field(default=5_000, ge=1)
     skip_small_talk: bool = True
 
+    # --- recall (SPEC.md §6, docs/benchmarks.md says what each default bought) -----------
+    recall_max_tokens: int = Field(default=1500, ge=1, le=32_000)
+    # Threshold on relevance (0-1: weighted cosine + keyword coverage, before decay/boosts).
+    recall_min_score: float = Field(default=0.35, ge=0, le=1)
+    # Memories taken from each search (vector, full-text) before fusion and packing.
+    recall_candidates: int = Field(default=50, ge=10, le=1000)
+    # Share of the keyword part in relevance; Chinese queries trust exact matches more,
+    # because the bundled English-centred model's cosine says little about Chinese.
+    recall_keyword_weight: float = Field(default=0.3, ge=0, le=1)
+    recall_keyword_weight_zh: float = Field(default=0.6, ge=0, le=1)
+    # The vector part maps cosine linearly from floor (0) to ceiling (1): for the bundled
+    # MiniLM, unrelated text scores about 0.1 and a close paraphrase 0.6 or more. Another
+    # model needs its own pair (they set what min_score means).
+    recall_cosine_floor: float = Field(default=0.1, ge=-1, lt=1)
+    recall_cosine_ceiling: float = Field(default=0.6, gt=-1, le=1)
+    # Memories inside a date the query names ("on 3 June", "上周").
+    recall_time_boost: float = Field(default=1.4, ge=1, le=3)
+    # Age discount: none up to `after_days` older than the newest matching memory (or the
+    # request's as_of), then halving every `half_life_days` toward `floor`.
+    recall_decay_after_days: float = Field(default=30.0, ge=0)
+    recall_decay_half_life_days: float = Field(default=180.0, gt=0)
+    recall_decay_floor: float = Field(default=0.8, ge=0, le=1)
+    # Importance 10 multiplies the score by 1 + boost, importance 1 by about 1 - boost.
+    recall_importance_boost: float = Field(default=0.05, ge=0, le=0.5)
+    recall_tier_boost: bool = True
+    recall_other_branch_factor: float = Field(default=0.8, ge=0, le=1)
+    # A reference phrase ("as I said before"): boost for what it points to, and the factor
+    # applied to min_score (the user asserts the memory exists).
+    recall_reference_boost: float = Field(default=1.25, ge=1, le=3)
+    recall_reference_threshold_factor: float = Field(default=0.7, ge=0, le=1)
+    # Hits are buffered and written in one batch per namespace this often (or sooner when
+    # this many memory ids are pending).
+    hit_flush_seconds: float = Field(default=2.0, gt=0)
+    hit_flush_max_pending: int = Field(default=10_000, ge=1)
+    # Build the IVF_PQ vector index once the memories table holds this many rows; a
+    # namespace smaller than this is still scanned exactly (faster and exact there).
+    vector_index_min_rows: int = Field(default=100_000, ge=256)
+
     # --- memory life cycle (tiers, forgetting) -----------------------------------------
     # Promotion session -> daily -> longterm when recall hits OR explicit accesses reach:
     promote_daily_hits: int = Field(default=3, ge=1)
@@ -96,6 +134,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=1, le=65535)
     log_level: str = "INFO"
+
+    @field_validator("lock_dir", mode="before")
+    @classmethod
+    def _empty_means_unset(cls, value: object) -> object:
+        # `ENGRAM_LOCK_DIR=` (as in .env.example) means "the default", not the current dir.
+        return None if value == "" else value
 
     @field_validator("admin_keys", mode="after")
     @classmethod
