@@ -60,13 +60,13 @@ class Settings(BaseSettings):
     recall_candidates: int = Field(default=50, ge=10, le=1000)
     # Share of the keyword part in relevance; Chinese queries trust exact matches more,
     # because the bundled English-centred model's cosine says little about Chinese.
-    recall_keyword_weight: float = Field(default=0.3, ge=0, le=1)
+    recall_keyword_weight: float = Field(default=0.5, ge=0, le=1)
     recall_keyword_weight_zh: float = Field(default=0.6, ge=0, le=1)
     # The vector part maps cosine linearly from floor (0) to ceiling (1): for the bundled
-    # MiniLM, unrelated text scores about 0.1 and a close paraphrase 0.6 or more. Another
+    # MiniLM, unrelated text scores about 0.05 and a close paraphrase 0.55 or more. Another
     # model needs its own pair (they set what min_score means).
-    recall_cosine_floor: float = Field(default=0.1, ge=-1, lt=1)
-    recall_cosine_ceiling: float = Field(default=0.6, gt=-1, le=1)
+    recall_cosine_floor: float = Field(default=0.05, ge=-1, lt=1)
+    recall_cosine_ceiling: float = Field(default=0.55, gt=-1, le=1)
     # Memories inside a date the query names ("on 3 June", "上周").
     recall_time_boost: float = Field(default=1.4, ge=1, le=3)
     # Age discount: none up to `after_days` older than the newest matching memory (or the

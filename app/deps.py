@@ -13,6 +13,7 @@ from app.auth import Principal, authenticate
 from app.config import Settings
 from app.errors import Unavailable
 from app.memories.service import MemoryService
+from app.recall.service import RecallService
 from app.state import AppState
 from app.store.service import StoreService
 from app.transfer.service import TransferService
@@ -43,6 +44,10 @@ def get_transfer_service(state: Annotated[AppState, Depends(get_state)]) -> Tran
     return state.transfer
 
 
+def get_recall_service(state: Annotated[AppState, Depends(get_state)]) -> RecallService:
+    return state.recall
+
+
 def get_memory_service(state: Annotated[AppState, Depends(get_state)]) -> MemoryService:
     return state.memories
 
@@ -52,3 +57,4 @@ StoreServiceDep = Annotated[StoreService, Depends(get_store_service)]
 MemoryServiceDep = Annotated[MemoryService, Depends(get_memory_service)]
 TransferServiceDep = Annotated[TransferService, Depends(get_transfer_service)]
 StateDep = Annotated[AppState, Depends(get_state)]
+RecallServiceDep = Annotated[RecallService, Depends(get_recall_service)]

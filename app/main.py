@@ -11,7 +11,10 @@ from fastapi import FastAPI
 
 from app.classify import warm_up as warm_up_classifier
 from app.classify.router import router as classify_router
+from app.compression import build_compression
+from app.compression.router import router as compression_router
 from app.config import Settings
+from app.debug.router import router as debug_router
 from app.embedding.identity import ensure_model_matches
 from app.embedding.pool import EmbeddingPool
 from app.errors import install_error_handlers
@@ -21,6 +24,9 @@ from app.memories.router import router as memories_router
 from app.memories.service import MemoryService
 from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.router import router as ops_router
+from app.recall.hits import HitRecorder
+from app.recall.router import router as recall_router
+from app.recall.service import RecallService
 from app.scheduler import Maintenance
 from app.state import AppState
 from app.storage.repository import Repository
@@ -57,15 +63,26 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         locks.on_wait = metrics.lock_wait.observe
         builder = MemoryBuilder(repo, embedding, settings)
         store = StoreService(repo, builder, locks, settings, metrics=metrics)
-        maintenance = Maintenance(repo, every_versions=settings.compact_every_versions)
+        maintenance = Maintenance(repo, every_versions=settings.compact_every_versions,
+                                  vector_index_min_rows=settings.vector_index_min_rows)
+        hits = HitRecorder(repo, locks, flush_seconds=settings.hit_flush_seconds,
+                           max_pending=settings.hit_flush_max_pending,
+                           maintenance=maintenance.busy)
+        compression = build_compression(repo, embedding, locks, settings,
+                                        maintenance=maintenance, metrics=metrics)
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
             store=store, memories=MemoryService(repo, builder, locks, settings),
             maintenance=maintenance, transfer=TransferService(repo, embedding, builder, locks),
+            recall=RecallService(repo, embedding, hits, settings), hits=hits,
+            compression=compression,
         )
+        hits.after_flush = app.state.engram.memories.promote_due  # tiers earned by hits
         store.start()
         await store.resume_pending()
         maintenance.start()
+        hits.start()
+        compression.start()
         if not settings.auth_enabled:
             log.warning("auth_disabled", detail="no API keys configured: serving local callers "
                         "only", host=settings.host)
@@ -74,6 +91,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
             yield
         finally:
             # Reverse order of creation.
+            await compression.stop()  # a pass cut short here is repaired by the next one
+            await hits.stop()  # writes the buffered hits
             await maintenance.stop()
             await store.stop()
             if pool is None:
@@ -95,7 +114,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     install_error_handlers(app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
-    for router in (store_router, memories_router, classify_router, transfer_router,
-                   ops_router):
+    for router in (store_router, recall_router, memories_router, classify_router,
+                   transfer_router, compression_router, debug_router, ops_router):
         app.include_router(router)
     return app

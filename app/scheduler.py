@@ -22,14 +22,20 @@ log = structlog.get_logger(__name__)
 
 class Maintenance:
     def __init__(self, repo: Repository, *, every_versions: int, idle_seconds: float = 2.0,
-                 tick_seconds: float = 5.0) -> None:
+                 tick_seconds: float = 5.0, vector_index_min_rows: int = 0) -> None:
         self._repo = repo
+        # 0: never build the vector index (exhaustive search only).
+        self._vector_index_min_rows = vector_index_min_rows
+        self._vector_index_ready = False
         self._every_versions = every_versions
         self._idle_seconds = idle_seconds
         self._tick_seconds = tick_seconds
         self._task: asyncio.Task[None] | None = None
         self.heartbeat: datetime | None = None
         self.compactions = 0
+        # Held while a pass runs. Background writers that can wait (the recall hit flusher)
+        # take it too, so their frequent small writes never preempt a compaction (#2).
+        self.busy = asyncio.Lock()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="maintenance")
@@ -52,11 +58,28 @@ class Maintenance:
             return []
         threshold = 1 if force else self._every_versions
         done = []
-        for table in self._repo.tables_needing_compaction(threshold):
-            try:
-                await self._repo.compact(table)
-                done.append(table)
-                self.compactions += 1
-            except Exception as exc:  # a commit conflict with a writer: retry next tick
-                log.warning("compaction_deferred", table=table, error=str(exc)[:200])
+        async with self.busy:
+            for table in self._repo.tables_needing_compaction(threshold):
+                try:
+                    await self._repo.compact(table)
+                    done.append(table)
+                    self.compactions += 1
+                except Exception as exc:  # a commit conflict with a writer: retry next tick
+                    log.warning("compaction_deferred", table=table, error=str(exc)[:200])
+            await self._ensure_vector_index()
         return done
+
+    async def _ensure_vector_index(self) -> None:
+        """Build the memories' vector index once the table passes the threshold (recall).
+
+        Idle time only, like compaction: the build takes tens of seconds of CPU at 100k rows.
+        After that, compaction (`optimize()`) folds new rows into it; rows not yet folded in
+        are searched exhaustively, so recall never misses them.
+        """
+        if not self._vector_index_min_rows or self._vector_index_ready:
+            return
+        try:
+            built = await self._repo.ensure_vector_index(min_rows=self._vector_index_min_rows)
+            self._vector_index_ready = built or await self._repo.has_vector_index()
+        except Exception as exc:  # a conflict with a writer: retry next tick
+            log.warning("vector_index_deferred", error=str(exc)[:200])

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.compression.scheduler import CompressionScheduler
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.locks import NamespaceLocks
 from app.memories.service import MemoryService
+from app.recall.hits import HitRecorder
+from app.recall.service import RecallService
 from app.scheduler import Maintenance
 from app.storage.repository import Repository
 from app.store.builder import MemoryBuilder
@@ -26,3 +29,6 @@ class AppState:
     memories: MemoryService
     maintenance: Maintenance
     transfer: TransferService
+    recall: RecallService
+    hits: HitRecorder
+    compression: CompressionScheduler

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from app.auth import Principal
+from app.compression.archive import restore_compressed
 from app.config import Settings
 from app.errors import Conflict, NotFound
 from app.locks import NamespaceLocks
@@ -148,7 +149,15 @@ class MemoryService:
         return await self._set_state(memory_id, principal, "forgotten", note)
 
     async def restore(self, memory_id: str, principal: Principal) -> MemoryPublic:
-        return await self._set_state(memory_id, principal, "active", "restored")
+        """Bring a forgotten memory back, or a compressed one whole from the archive."""
+        memory = await self._memory(memory_id, principal)
+        if memory.state != "compressed":
+            return await self._set_state(memory_id, principal, "active", "restored")
+        async with self._locks.hold(memory.namespace):
+            memory = await self._memory(memory_id, principal)
+            if memory.state == "compressed":
+                memory = await restore_compressed(self._repo, memory, when=datetime.now(UTC))
+        return MemoryPublic.from_record(memory)
 
     async def _set_state(self, memory_id: str, principal: Principal, state: str, note: str
                          ) -> MemoryPublic:

@@ -27,6 +27,7 @@ class Readiness(BaseModel):
     tables: dict[str, dict[str, int]]
     store_worker_heartbeat: datetime | None
     maintenance_heartbeat: datetime | None
+    compression_heartbeat: datetime | None
 
 
 def _state_or_none(request: Request) -> AppState | None:
@@ -60,7 +61,8 @@ async def readyz(state: Annotated[AppState | None, Depends(_state_or_none)]) -> 
         raise Unavailable("starting up: model or storage not ready")
     now = datetime.now(UTC)
     for name, beat in (("store worker", state.store.heartbeat),
-                       ("maintenance", state.maintenance.heartbeat)):
+                       ("maintenance", state.maintenance.heartbeat),
+                       ("compression scheduler", state.compression.heartbeat)):
         if beat is not None and (now - beat).total_seconds() > 60:
             raise Unavailable(f"the {name} has not reported for {(now - beat).seconds} s")
     return Readiness(
@@ -68,4 +70,5 @@ async def readyz(state: Annotated[AppState | None, Depends(_state_or_none)]) -> 
         tables=await state.repo.table_stats(),
         store_worker_heartbeat=state.store.heartbeat,
         maintenance_heartbeat=state.maintenance.heartbeat,
+        compression_heartbeat=state.compression.heartbeat,
     )

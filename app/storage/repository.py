@@ -530,6 +530,7 @@ class Repository:
             self._tables["meta"].merge_insert("key").when_matched_update_all()
             .when_not_matched_insert_all().execute(table)
         )
+        self._wrote("meta")  # counted, so maintenance compacts meta too
 
     # --- whole namespaces (export / import) ----------------------------------------------
 
@@ -556,6 +557,19 @@ class Repository:
         """Every namespace that holds memories, sorted."""
         rows = await self._tables["memories"].query().select(["namespace"]).to_arrow()
         return sorted(set(rows.column("namespace").to_pylist()))
+
+    async def namespace_fingerprint(self, namespace: str) -> str:
+        """A cheap summary of a namespace's memories (count, latest change, latest use): equal
+        fingerprints mean nothing was stored, edited, compressed or recalled in between."""
+        table = await (
+            self._tables["memories"].query().where(f"namespace = {sql_str(namespace)}")
+            .select(["updated_at", "last_accessed"]).to_arrow()
+        )
+        if table.num_rows == 0:
+            return "0"
+        latest = [max((v for v in table.column(c).to_pylist() if v is not None), default=None)
+                  for c in ("updated_at", "last_accessed")]
+        return f"{table.num_rows}|{latest[0]}|{latest[1]}"
 
     async def set_memory_columns(self, rows: Sequence[dict[str, Any]]) -> int:
         """Set some columns of many memories in one table version (a partial-column merge).

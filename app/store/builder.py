@@ -272,7 +272,9 @@ class MemoryBuilder:
             record.access_count = old.access_count
             record.last_accessed = old.last_accessed
             record.tier = old.tier
-            record.state = old.state
+            # A compressed memory rebuilt from changed messages holds its full new text again:
+            # it is active (the next compression pass drops its stale archive row).
+            record.state = "active" if old.state == "compressed" else old.state
             record.protected = old.protected
             record.tags = sorted(set(old.tags) | set(tags))
             if old.importance_overridden:

@@ -9,7 +9,8 @@ from tests.helpers import all_memories, store
 
 DECISION = [{"msg_id": "d1", "role": "user",
              "content": "We decided to move the team wiki to Notion next month."}]
-CHITCHAT = [{"msg_id": "c1", "role": "user", "content": "The weather was grey today, nothing much."}]
+CHITCHAT = [{"msg_id": "c1", "role": "user",
+             "content": "The weather was grey today, nothing much."}]
 
 
 async def one_memory(client: Any, msgs: list[dict[str, Any]] = DECISION, **kw: Any) -> str:

@@ -1,0 +1,1 @@
+"""Debug routes for operators (admin keys only)."""

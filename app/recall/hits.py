@@ -1,0 +1,113 @@
+"""Hit recording: every recalled memory's hit_count and last_accessed, written in batches.
+
+A recall must not write: every LanceDB write is a table version and a fragment, and 1,000
+single-row writes made a filtered search 30x slower (LANCEDB_NOTES.md #3). So a recall only
+adds its memory ids to an in-memory buffer; a background task flushes the buffer every
+`hit_flush_seconds` (or sooner once it holds `hit_flush_max` ids), one write per namespace
+under that namespace's write lock, and once more at shutdown. A burst of 1,000 recalls
+becomes one table version per namespace and flush.
+
+Hits are usage statistics, not acknowledged data: if the process dies, the hits of the last
+few seconds are lost, by design.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+
+import structlog
+
+from app.locks import NamespaceLocks
+from app.storage.repository import Repository
+
+log = structlog.get_logger(__name__)
+
+
+class HitRecorder:
+    def __init__(self, repo: Repository, locks: NamespaceLocks, *, flush_seconds: float,
+                 max_pending: int, maintenance: asyncio.Lock | None = None) -> None:
+        self._repo = repo
+        self._locks = locks
+        # Held by table maintenance while it compacts: a flush waits rather than preempt it.
+        self._maintenance = maintenance or asyncio.Lock()
+        self._flush_seconds = flush_seconds
+        self._max_pending = max_pending
+        self._pending: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self._wake = asyncio.Event()
+        self._flush_lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        # Called under the namespace lock after its hits are written, with the memory ids:
+        # tier promotions earned by hits (MemoryService.promote_due).
+        self.after_flush: Callable[[str, list[str]], Awaitable[object]] | None = None
+        self.heartbeat: datetime | None = None
+        self.flushes = 0
+        self.rows_written = 0
+
+    @property
+    def pending(self) -> int:
+        return sum(len(c) for c in self._pending.values())
+
+    def record(self, namespace: str, memory_ids: Iterable[str]) -> None:
+        """Count one hit for each memory (no I/O; safe to call from a request)."""
+        counter = self._pending[namespace]
+        counter.update(memory_ids)
+        if self.pending >= self._max_pending:
+            self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="hit-flusher")
+
+    async def stop(self) -> None:
+        """Stop the background task, then write what is still buffered."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.flush()
+
+    async def _run(self) -> None:
+        while True:
+            self.heartbeat = datetime.now(UTC)
+            with contextlib.suppress(TimeoutError):  # the timeout is the regular tick
+                await asyncio.wait_for(self._wake.wait(), timeout=self._flush_seconds)
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> int:
+        """Write every buffered hit: one table write per namespace. Returns rows updated.
+
+        A namespace whose write fails (lock timeout, commit conflict) keeps its hits in the
+        buffer for the next flush; the other namespaces are unaffected.
+        """
+        async with self._flush_lock, self._maintenance:
+            batch, self._pending = self._pending, defaultdict(Counter)
+            written = 0
+            for namespace, counts in batch.items():
+                if not counts:
+                    continue
+                try:
+                    async with self._locks.hold(namespace):
+                        written += await self._repo.add_hits(
+                            namespace, dict(counts), when=datetime.now(UTC))
+                        await self._after(namespace, list(counts))
+                except Exception as exc:
+                    self._pending[namespace].update(counts)  # retried on the next flush
+                    log.warning("hits_flush_failed", namespace=namespace, ids=len(counts),
+                                error=str(exc)[:200])
+            if written:
+                self.flushes += 1
+                self.rows_written += written
+                log.debug("hits_flushed", rows=written, namespaces=len(batch))
+            return written
+
+    async def _after(self, namespace: str, memory_ids: list[str]) -> None:
+        if self.after_flush is None:
+            return
+        try:
+            await self.after_flush(namespace, memory_ids)
+        except Exception as exc:  # the hits are written; a failed promotion waits for the next
+            log.warning("hits_after_flush_failed", namespace=namespace, error=str(exc)[:200])

@@ -1,0 +1,135 @@
+"""Reading a recall query before searching: reference phrases and chit-chat wrappers.
+
+A **reference phrase** ("记得刚才说的", "和之前那个问题一样", "as I said before", "like last
+time") tells us the user is pointing at something already said. The phrase itself is noise
+for retrieval (a memory that happens to contain "said before" is not what they mean), so it
+is cut from the search text; the cue is kept and the service favours what it points to:
+the most recent session for "just now / 刚才", and a lower score threshold for any cue,
+since the user asserts the memory exists.
+
+A **wrapper** is chit-chat around the real question ("…等等，我真正想问的问题是：…",
+"anyway, what I actually want to know is: …"): only the part after the last marker is
+searched, so the small talk does not pull in small-talk memories.
+
+Pure functions, no storage, no model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ReferenceScope(StrEnum):
+    recent = "recent"  # 刚才 / just now: the latest session
+    earlier = "earlier"  # 之前 / 上次 / before / last time: an earlier conversation
+
+
+@dataclass(frozen=True)
+class ReferenceCue:
+    phrase: str
+    scope: ReferenceScope
+    about_question: bool  # "the same question as before": favour question memories
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    text: str  # what is searched
+    original: str
+    reference: ReferenceCue | None = None
+    unwrapped: bool = False
+    reference_only: bool = False  # the query is nothing but a reference phrase
+
+
+_ZH_RECENT = (
+    r"(?:还)?记得(?:我们|我)?刚才(?:说|讲|提|聊)(?:过)?的(?:那个|那些|事|话|内容)?(?:吗|么)?",
+    r"刚才(?:我|我们|你)?(?:说|讲|提|聊)(?:到|过)?的(?:那个|那些|事|话|内容)?",
+    r"刚刚(?:我|我们|你)?(?:说|讲|提|聊)(?:到|过)?的(?:那个|那些|事|话|内容)?",
+    r"前面(?:我|我们|你)?(?:说|讲|提|聊)(?:到|过)?的(?:那个|那些|事|话|内容)?",
+)
+_ZH_EARLIER = (
+    r"(?:和|跟|与)(?:之前|以前|上次|上回|前面)(?:的|那个|那次)?(?:问题|事情|情况)?(?:一样|相同|类似)",
+    r"(?:还)?记得(?:我们|我)?(?:之前|以前|上次|上回)(?:说|讲|提|聊|讨论)(?:到|过)?的(?:那个|那些|事|话|内容)?(?:吗|么)?",
+    r"(?:之前|以前|上次|上回)(?:我|我们|你)?(?:说|讲|提|聊|讨论)(?:到|过)?的(?:那个|那些|事|话|内容)?",
+    r"(?:像|如|按)(?:之前|以前|上次|上回)(?:那样|一样)",
+    r"我(?:之前|以前|上次)(?:说过|提过|讲过|告诉过你)",
+)
+_EN_RECENT = (
+    r"as (?:i|we) (?:just )?(?:said|mentioned|discussed|told you) (?:just now|a moment ago|"
+    r"a minute ago|earlier today)",
+    r"(?:what|the thing) (?:i|we|you) (?:just )?(?:said|mentioned) (?:just now|a moment ago)",
+    r"(?:like|as) (?:i|we) just (?:said|mentioned|discussed)",
+)
+_EN_EARLIER = (
+    r"as (?:i|we) (?:said|mentioned|discussed|told you)(?: (?:before|earlier|previously|"
+    r"last time))?",
+    r"(?:just )?like (?:last time|before|we discussed|we talked about)",
+    r"(?:the )?same (?:question|issue|problem|thing) as (?:before|last time|earlier)",
+    r"(?:do you )?remember (?:what|when) (?:i|we) (?:said|told you|discussed|talked about)",
+    r"(?:what|the thing) (?:i|we|you) (?:said|mentioned|told you) (?:before|earlier|"
+    r"last time|previously)",
+    r"we (?:discussed|talked about) (?:this )?(?:before|earlier|last time)",
+    r"you (?:mentioned|said) (?:before|earlier|last time)",
+)
+
+
+def _compile(patterns: tuple[str, ...], *, english: bool) -> re.Pattern[str]:
+    body = "|".join(patterns)
+    # ASCII-letter boundaries rather than \b: Chinese characters count as word characters.
+    return re.compile(rf"(?<![A-Za-z])(?:{body})(?![A-Za-z])" if english else f"(?:{body})",
+                      re.IGNORECASE)
+
+
+_CUES: tuple[tuple[re.Pattern[str], ReferenceScope], ...] = (
+    (_compile(_ZH_RECENT, english=False), ReferenceScope.recent),
+    (_compile(_EN_RECENT, english=True), ReferenceScope.recent),
+    (_compile(_ZH_EARLIER, english=False), ReferenceScope.earlier),
+    (_compile(_EN_EARLIER, english=True), ReferenceScope.earlier),
+)
+
+# Markers after which the real question starts. The question is the text after the *last*
+# marker ("…对了，我想问，那个…的活动，规模是什么？").
+_WRAPPER = re.compile(
+    r"(?:我?(?:真正|实际上?|其实|主要|就是)?想(?:问|知道)(?:的(?:问题)?)?(?:是|就是)?"
+    r"|我的问题(?:是|就是)|问题(?:是|就是))\s*[:：,，]"
+    r"|(?<![A-Za-z])(?:what i (?:really |actually )?(?:want|wanted|meant) to (?:ask|know) is"
+    r"|my (?:real |actual )?question is)\s*[:,]?",
+    re.IGNORECASE,
+)
+_PUNCT_ONLY = re.compile(r"^[\s\W_]*$")
+_MIN_QUESTION_CHARS = 4
+
+
+def parse_query(query: str) -> ParsedQuery:
+    """The text to search and any reference cue in `query`.
+
+    >>> parse_query("记得刚才说的体检安排吗").reference.scope
+    <ReferenceScope.recent: 'recent'>
+    """
+    text = query.strip()
+    unwrapped = False
+    markers = list(_WRAPPER.finditer(text))
+    if markers:
+        tail = text[markers[-1].end():].strip()
+        if len(tail) >= _MIN_QUESTION_CHARS:
+            text, unwrapped = tail, True
+
+    cue: ReferenceCue | None = None
+    reference_only = False
+    for pattern, scope in _CUES:
+        match = pattern.search(text)
+        if match:
+            phrase = match.group(0)
+            about_question = bool(re.search(r"问题|question|issue|problem", phrase, re.I))
+            cue = ReferenceCue(phrase=phrase, scope=scope, about_question=about_question)
+            stripped = (text[:match.start()] + " " + text[match.end():]).strip(" ,，。.?？!！")
+            # A query that is nothing but the phrase ("记得刚才说的吗") keeps its words: the
+            # search then leans on the recency the cue asks for.
+            if _PUNCT_ONLY.match(stripped):
+                reference_only = True
+            else:
+                text = stripped
+            break
+    return ParsedQuery(text=text, original=query, reference=cue, unwrapped=unwrapped,
+                       reference_only=reference_only)

@@ -1,0 +1,175 @@
+"""Request and response models of `POST /v1/recall`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from app.classify.categories import Category
+from app.memories.schemas import Tier
+from app.validation import Namespace, SessionId
+
+Label = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")]
+
+SCORE_SCALE = (
+    "Scores are on one 0–1 scale. `relevance` is how well the memory matches the query: "
+    "(1 − w) × the vector part + w × the keyword part, w = 0.3 for English and 0.6 for "
+    "Chinese queries by default (see `ScoreParts`). 0.35 keeps about 90 % of the memories "
+    "that hold an answer on LoCoMo and drops most memories of unrelated conversations "
+    "(docs/benchmarks.md). `min_score` applies to relevance, before decay and boosts, so "
+    "age alone never hides a memory that matches well; `score` (relevance × decay × boosts) "
+    "only orders the results."
+)
+
+
+class BlockLanguage(StrEnum):
+    auto = "auto"
+    zh = "zh"
+    en = "en"
+
+
+class Layer(StrEnum):
+    longterm = "longterm"  # summaries and long-term facts: first in the block
+    detail = "detail"  # everything else
+
+
+class RecallRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"namespace": "alice", "query": "我的体检安排是哪天", "max_tokens": 800},
+                {"namespace": "alice", "query": "which database did we pick?", "top_k": 5,
+                 "categories": ["decision"], "language": "en"},
+            ]
+        },
+    )
+
+    namespace: Namespace = Field(description="Whose memories to search; no other namespace "
+                                 "is ever searched.")
+    query: str = Field(min_length=1, max_length=4000,
+                       description="The question or the user's new message, in any language.")
+    top_k: int = Field(default=10, ge=1, le=100,
+                       description="At most this many memories are returned.")
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=32_000,
+        description="Token budget of the returned memory texts (default 1,500), counted with "
+        "the embedding model's tokenizer (WordPiece for all-MiniLM-L6-v2) exactly as "
+        "`tokens` reports them. Memories are taken best first until the budget is full. The "
+        "injection block adds a preface and a date per memory on top (`block_tokens`).")
+    min_score: float | None = Field(
+        default=None, ge=0, le=1,
+        description="Drop memories whose relevance is below this (default 0.35). " + SCORE_SCALE)
+    branch: Label | None = Field(
+        default=None, description="Only this branch's memories (default: every branch).")
+    other_branches: bool = Field(
+        default=False, description="With `branch`: also search other branches, their "
+        "memories down-weighted.")
+    categories: list[Category] | None = Field(
+        default=None, max_length=8, description="Only memories of these categories.")
+    tiers: list[Tier] | None = Field(
+        default=None, max_length=3, description="Only memories of these tiers.")
+    session_id: SessionId | None = Field(default=None, description="Only this session.")
+    time_from: datetime | None = Field(
+        default=None, description="Only memories whose messages reach this time or later.")
+    time_to: datetime | None = Field(
+        default=None, description="Only memories whose messages start at this time or before.")
+    as_of: datetime | None = Field(
+        default=None, description="The 'now' that memory ages are measured from. Default: the "
+        "newest matching memory's time, so a store that was quiet for months is not "
+        "discounted as a whole (see `decay` in `ScoreParts`).")
+    language: BlockLanguage = Field(
+        default=BlockLanguage.auto,
+        description="Language of the injection block's template; auto follows the query.")
+
+    @model_validator(mode="after")
+    def _sensible(self) -> RecallRequest:
+        if not self.query.strip():
+            raise ValueError("query is blank")
+        if self.time_from and self.time_to and self.time_from > self.time_to:
+            raise ValueError("time_from is after time_to")
+        if self.other_branches and self.branch is None:
+            raise ValueError("other_branches needs a branch to prefer")
+        return self
+
+
+class ScoreParts(BaseModel):
+    """Why a memory scored as it did. `score = relevance × decay × boost`."""
+
+    cosine: float = Field(description="Cosine similarity of query and memory embeddings.")
+    vector: float = Field(
+        description="The cosine on the 0–1 scale: 0 at or below 0.1 (unrelated text for the "
+        "bundled model), 1 at or above 0.6; both ends are settings, for other models.")
+    keyword: float = Field(
+        description="Full-text match, 0–1: the memory's BM25 score relative to the best "
+        "keyword match for this query, scaled by how much of the query that best match "
+        "covers. 0 when no query word matched.")
+    relevance: float = Field(description="Fused match score on which `min_score` applies.")
+    decay: float = Field(
+        description="Age discount, 0–1: 1 for memories up to 30 days older than the "
+        "reference time (`as_of`), then halving every half-life toward a floor.")
+    boost: float = Field(description="Product of the boosts below.")
+    importance: float = Field(description="From the memory's importance (1–10).")
+    tier: float = Field(description="Long-term facts and daily summaries weigh more.")
+    branch: float = Field(description="Below 1 for another branch (`other_branches`).")
+    time: float = Field(description="Above 1 when the memory falls in a date the query names "
+                        "(\"on 3 June, 2023\", \"上周\").")
+    reference: float = Field(description="Above 1 for what a reference phrase points to.")
+
+
+class RecalledMemory(BaseModel):
+    id: str
+    text: str = Field(description="The memory text as packed: lines already returned by a "
+                      "better memory (overlapping chunks) are left out.")
+    msg_ids: list[str] = Field(description="The messages this text covers, in order.")
+    session_id: str
+    time_start: datetime | None
+    time_end: datetime | None
+    category: str
+    tier: Tier
+    importance: int
+    branch: str
+    layer: Layer
+    tokens: int = Field(description="Tokens of `text` under the documented tokenizer.")
+    score: float = Field(description="Final score: relevance × decay × boost.")
+    explain: ScoreParts
+    trimmed: bool = Field(description="True when overlapping lines were left out of `text`.")
+
+
+class ReferenceInfo(BaseModel):
+    phrase: str
+    scope: str = Field(description="recent: the latest session is favoured; earlier: a past "
+                       "one.")
+
+
+class TimeWindow(BaseModel):
+    phrase: str = Field(description="The words of the query that name the time.")
+    start: datetime
+    end: datetime = Field(description="Exclusive.")
+
+
+class RecallResponse(BaseModel):
+    namespace: str
+    query: str
+    search_text: str = Field(description="What was searched: the query without reference "
+                             "phrases and chit-chat wrappers.")
+    memories: list[RecalledMemory] = Field(
+        description="Long-term facts first, then details; best first within each layer.")
+    count: int
+    tokens: int = Field(description="Sum of the memories' tokens; never above max_tokens.")
+    max_tokens: int
+    min_score: float
+    language: str = Field(description="Language of the block: zh or en.")
+    block: str = Field(description="Ready to append to the system prompt. Empty when nothing "
+                       "was recalled.")
+    block_tokens: int = Field(description="Tokens of `block` under the same tokenizer.")
+    reference: ReferenceInfo | None = Field(
+        default=None, description="The reference phrase found in the query, if any.")
+    time_window: TimeWindow | None = Field(
+        default=None, description="The date or period named in the query, if any: memories "
+        "in it are searched as well and boosted.")
+    candidates: int = Field(description="Memories scored before the threshold and budget.")
+    took_ms: float

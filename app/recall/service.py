@@ -1,0 +1,470 @@
+"""Recall: the memories that matter for a query, packed into a token budget.
+
+Pipeline (one request):
+
+1. **Read the query** (`references.parse_query`): cut reference phrases ("as I said
+   before", "记得刚才说的") and chit-chat wrappers from the search text; keep the cue.
+2. **Two searches, one filter**: the full-text (BM25) search runs while the query is
+   embedded, then the vector (cosine) search; both filter by namespace first, so no other
+   namespace can ever appear. Each returns `recall_candidates` memories.
+3. **Score** every candidate of either list on one 0–1 scale:
+   `relevance = (1 − w) · vector + w · keyword`, where `vector` is the cosine similarity
+   and `keyword` = coverage of the query terms (`text.coverage`, an absolute scale) blended
+   with the BM25 rank position (relative to the best keyword hit, scaled by that hit's
+   coverage). `w` = `recall_keyword_weight`, higher for Chinese queries, where the bundled
+   English-centred model's cosine says little and exact matches must carry the ranking.
+   `min_score` applies to relevance. Then `score = relevance × decay × boosts`:
+   decay for age beyond `recall_decay_after_days` (half-life, floor), importance, tier
+   (long-term facts first), other branches (down), reference cue (the latest session up).
+4. **Pack** best first until `top_k` or the token budget is reached, counting tokens with
+   the model's tokenizer; a message already returned by a better memory (neighbouring
+   chunks overlap by design) is not returned twice: the later memory keeps only its new
+   lines, and is skipped if nothing new is left.
+5. **Present**: long-term facts, then details; an injection block in Chinese or English.
+6. **Hits** go to the in-memory `HitRecorder`, written in the background in batches.
+
+Why age is measured from the newest matching memory and not from the wall clock: a user
+who comes back after a quiet year asks about the same history as before, and an imported
+2023 conversation must not be wiped out by being old as a whole. What decay should do is
+let a recent memory beat an older one that matches as well; relative to the store's own
+present it does exactly that. A client can pass `as_of` to measure from a given time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+import numpy as np
+
+from app.config import Settings
+from app.embedding.pool import EmbeddingPool
+from app.recall.hits import HitRecorder
+from app.recall.references import ParsedQuery, ReferenceScope, parse_query
+from app.recall.schemas import (
+    BlockLanguage,
+    Layer,
+    RecalledMemory,
+    RecallRequest,
+    RecallResponse,
+    ReferenceInfo,
+    ScoreParts,
+    TimeWindow,
+)
+from app.recall.text import QueryTerms, coverage, has_cjk, query_terms
+from app.recall.when import TimeHint, find_time_hint, strip_phrase
+from app.storage.records import MemoryRecord, SessionRecord
+from app.storage.repository import Repository, SearchFilter, SearchHit
+
+_ROLE_LINE = re.compile(r"\n(?=(?:user|assistant|system|tool): )")
+_SECONDS_PER_DAY = 86_400.0
+
+
+@dataclass
+class _Candidate:
+    memory: MemoryRecord
+    cosine: float = 0.0
+    vector: float = 0.0  # cosine mapped to 0-1
+    bm25: float = 0.0
+    keyword: float = 0.0
+    relevance: float = 0.0
+    decay: float = 1.0
+    importance: float = 1.0
+    tier: float = 1.0
+    branch: float = 1.0
+    time: float = 1.0
+    reference: float = 1.0
+    score: float = 0.0
+    when: float = 0.0  # epoch seconds of the memory's latest message, for ties
+
+    @property
+    def boost(self) -> float:
+        return self.importance * self.tier * self.branch * self.time * self.reference
+
+
+@dataclass
+class _Packed:
+    candidate: _Candidate
+    text: str
+    msg_ids: list[str]
+    tokens: int
+    trimmed: bool
+
+
+@dataclass
+class _SizeCache:
+    """Memories per namespace, refreshed at most every `ttl` seconds (decides index use)."""
+
+    ttl: float = 60.0
+    sizes: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+class RecallService:
+    def __init__(self, repo: Repository, pool: EmbeddingPool, hits: HitRecorder,
+                 settings: Settings) -> None:
+        self._repo = repo
+        self._pool = pool
+        self._hits = hits
+        self._settings = settings
+        self._sizes = _SizeCache()
+        # Token counts of whole memories, keyed by id and the text's length and hash (an
+        # edited text is a new key): texts change rarely and tokenizing is the costliest
+        # step of packing (~1 ms per memory).
+        self._tokens: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+
+    async def recall(self, request: RecallRequest) -> RecallResponse:
+        started = time.perf_counter()
+        s = self._settings
+        parsed = parse_query(request.query)
+        hint = find_time_hint(parsed.text, reference=_utc(request.as_of or datetime.now(UTC)))
+        search_text = strip_phrase(parsed.text, hint.phrase) if hint else parsed.text
+        min_score = s.recall_min_score if request.min_score is None else request.min_score
+        if parsed.reference is not None:
+            # The user says the memory exists: accept a weaker match for it.
+            min_score *= s.recall_reference_threshold_factor
+        max_tokens = request.max_tokens or s.recall_max_tokens
+        favoured = await self._favoured_sessions(request.namespace, parsed)
+
+        candidates = await self._search(request, search_text, hint=hint, favoured=favoured)
+        self._score(candidates, request, parsed, terms=query_terms(search_text),
+                    chinese=has_cjk(search_text), hint=hint, favoured=favoured)
+        if parsed.reference_only:
+            # "记得刚才说的吗" alone: the cue is the whole match for the sessions it names.
+            for c in candidates:
+                if c.memory.session_id in favoured:
+                    c.relevance = max(c.relevance, min_score)
+        ranked = sorted(
+            (c for c in candidates if c.relevance >= min_score),
+            # Near-equal scores (same to 3 decimals): the more recent memory first.
+            key=lambda c: (round(c.score, 3), c.when, c.memory.id), reverse=True,
+        )
+        packed = self._pack(ranked, top_k=request.top_k, max_tokens=max_tokens)
+        packed.sort(key=lambda p: (_layer(p.candidate.memory) != Layer.longterm,
+                                   -p.candidate.score))
+        self._hits.record(request.namespace, [p.candidate.memory.id for p in packed])
+
+        language = request.language
+        if language == BlockLanguage.auto:
+            language = BlockLanguage.zh if has_cjk(request.query) else BlockLanguage.en
+        block = render_block(packed, language=language)
+        return RecallResponse(
+            namespace=request.namespace,
+            query=request.query,
+            search_text=search_text,
+            memories=[_public(p) for p in packed],
+            count=len(packed),
+            tokens=sum(p.tokens for p in packed),
+            max_tokens=max_tokens,
+            min_score=round(min_score, 4),
+            language=language.value,
+            block=block,
+            block_tokens=self._pool.count_tokens(block) if block else 0,
+            reference=ReferenceInfo(phrase=parsed.reference.phrase,
+                                    scope=parsed.reference.scope.value)
+            if parsed.reference else None,
+            time_window=TimeWindow(phrase=hint.phrase, start=hint.start, end=hint.end)
+            if hint else None,
+            candidates=len(candidates),
+            took_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+
+    # --- search ------------------------------------------------------------------------
+
+    def _filter(self, request: RecallRequest) -> SearchFilter:
+        branches = (request.branch,) if request.branch and not request.other_branches else None
+        return SearchFilter(
+            namespace=request.namespace,
+            branches=branches,
+            categories=tuple(c.value for c in request.categories) if request.categories
+            else None,
+            tiers=tuple(t.value for t in request.tiers) if request.tiers else None,
+            session_id=request.session_id,
+            time_from=request.time_from,
+            time_to=request.time_to,
+        )
+
+    async def _search(self, request: RecallRequest, text: str, *, hint: TimeHint | None,
+                      favoured: set[str]) -> list[_Candidate]:
+        where = self._filter(request)
+        limit = max(self._settings.recall_candidates, request.top_k * 3)
+        # The keyword search needs no vector: it runs while the query is being embedded.
+        embedding = asyncio.create_task(self._pool.embed_query(text))
+        try:
+            keyword_hits, keyword_vectors = await self._repo.text_search(text, where,
+                                                                         limit=limit)
+            query_vector = await embedding
+        finally:
+            if not embedding.done():
+                embedding.cancel()
+        vector = query_vector.tolist()
+        exact = await self._exact_search(request.namespace)
+        vector_hits = list(await self._repo.vector_search(vector, where, limit=limit,
+                                                          exact=exact))
+        # What a date or a reference phrase points to competes even if the plain searches
+        # ranked it too low: a small extra search inside that window or session.
+        if hint is not None:
+            start = max(hint.start, _utc(request.time_from)) if request.time_from else hint.start
+            end = min(hint.end, _utc(request.time_to)) if request.time_to else hint.end
+            if start < end:
+                window = replace(where, time_from=start, time_to=end)
+                vector_hits += await self._repo.vector_search(vector, window, limit=_EXTRA,
+                                                              exact=True)
+        for session_id in sorted(favoured):
+            if request.session_id is None or request.session_id == session_id:
+                session = replace(where, session_id=session_id)
+                vector_hits += await self._repo.vector_search(vector, session, limit=_EXTRA,
+                                                              exact=True)
+        return _merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
+
+    async def _exact_search(self, namespace: str) -> bool:
+        """Scan a small namespace exhaustively even when the table has a vector index.
+
+        An IVF index probes a few partitions of the whole table; with a namespace filter
+        first, a namespace holding 1 % of the rows may have too few rows in those partitions
+        for a full top-k. Below the index threshold an exact scan of the namespace is as
+        fast as the index and exact.
+        """
+        now = time.monotonic()
+        cached = self._sizes.sizes.get(namespace)
+        if cached is None or now - cached[1] > self._sizes.ttl:
+            size = await self._repo.count_memories(namespace)
+            self._sizes.sizes[namespace] = (size, now)
+        else:
+            size = cached[0]
+        return size < self._settings.vector_index_min_rows
+
+    async def _favoured_sessions(self, namespace: str, parsed: ParsedQuery) -> set[str]:
+        """The sessions a reference phrase points to: the latest one for "just now / 刚才",
+        the latest three for "before / last time"."""
+        if parsed.reference is None:
+            return set()
+        sessions = await self._repo.list_sessions(namespace)
+
+        def last_active(session: SessionRecord) -> datetime:
+            when = session.time_end or session.updated_at or session.stored_at
+            return _utc(when) if when else datetime.min.replace(tzinfo=UTC)
+
+        keep = 1 if parsed.reference.scope == ReferenceScope.recent else 3
+        return {x.session_id for x in sorted(sessions, key=last_active, reverse=True)[:keep]}
+
+    # --- scoring -----------------------------------------------------------------------
+
+    def _score(self, candidates: list[_Candidate], request: RecallRequest, parsed: ParsedQuery,
+               *, terms: QueryTerms, chinese: bool, hint: TimeHint | None,
+               favoured: set[str]) -> None:
+        if not candidates:
+            return
+        s = self._settings
+        covered = coverage(terms, [c.memory.text for c in candidates])
+        best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
+        best_bm25 = candidates[best].bm25
+        best_cover = covered[best] if best_bm25 > 0 else 0.0
+        weight = s.recall_keyword_weight_zh if chinese else s.recall_keyword_weight
+        span = max(1e-6, s.recall_cosine_ceiling - s.recall_cosine_floor)
+        reference = _utc(request.as_of) if request.as_of else _newest(candidates)
+        about_question = parsed.reference is not None and parsed.reference.about_question
+        for c, cover in zip(candidates, covered, strict=True):
+            c.vector = min(1.0, max(0.0, (c.cosine - s.recall_cosine_floor) / span))
+            rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
+            c.keyword = 0.5 * cover + 0.5 * rank_part
+            c.relevance = (1 - weight) * c.vector + weight * c.keyword
+            c.decay = self._decay(c.memory, reference)
+            c.importance = 1 + s.recall_importance_boost * (c.memory.importance - 5) / 5
+            if s.recall_tier_boost:
+                c.tier = _TIER_BOOST["longterm"] if c.memory.summary_of else \
+                    _TIER_BOOST.get(c.memory.tier, 1.0)
+            if request.other_branches and c.memory.branch != request.branch:
+                c.branch = s.recall_other_branch_factor
+            if hint is not None and _overlaps(c.memory, hint):
+                c.time = s.recall_time_boost
+            if c.memory.session_id in favoured:
+                c.reference *= s.recall_reference_boost
+            if about_question and c.memory.category == "question":
+                c.reference *= s.recall_reference_boost
+            c.score = c.relevance * c.decay * c.boost
+
+    def _decay(self, memory: MemoryRecord, reference: datetime | None) -> float:
+        s = self._settings
+        when = memory.time_end or memory.time_start or memory.created_at
+        if reference is None or when is None:
+            return 1.0
+        age_days = (reference - _utc(when)).total_seconds() / _SECONDS_PER_DAY
+        excess = age_days - s.recall_decay_after_days
+        if excess <= 0:
+            return 1.0
+        floor = s.recall_decay_floor
+        return float(floor + (1 - floor) * 0.5 ** (excess / s.recall_decay_half_life_days))
+
+    # --- packing -----------------------------------------------------------------------
+
+    def _pack(self, ranked: Sequence[_Candidate], *, top_k: int, max_tokens: int
+              ) -> list[_Packed]:
+        packed: list[_Packed] = []
+        used = 0
+        returned: set[tuple[str, int]] = set()
+        misses = 0
+        for c in ranked:
+            if len(packed) >= top_k or max_tokens - used < 8:
+                break
+            units = _lines(c.memory)
+            part = c.memory.part if len(c.memory.msg_ids) == 1 else 0
+            fresh = [(ids, line) for ids, line in units
+                     if any((i, part) not in returned for i in ids)]
+            if not fresh:
+                continue  # every message already returned by a better memory
+            trimmed = len(fresh) < len(units)
+            text = "\n".join(line for _, line in fresh) if trimmed else c.memory.text
+            tokens = self._pool.count_tokens(text) if trimmed else self._memory_tokens(c.memory)
+            if used + tokens > max_tokens:
+                # Try smaller memories further down, but not forever: each try costs a
+                # tokenization, and far down the list they barely match.
+                misses += 1
+                if misses > 2 * top_k:
+                    break
+                continue
+            msg_ids = [i for ids, _ in fresh for i in ids if i != c.memory.id]
+            returned.update((i, part) for ids, _ in fresh for i in ids)
+            packed.append(_Packed(c, text, msg_ids, tokens, trimmed))
+            used += tokens
+        return packed
+
+
+    def _memory_tokens(self, memory: MemoryRecord) -> int:
+        key = (memory.id, len(memory.text), hash(memory.text))
+        tokens = self._tokens.get(key)
+        if tokens is None:
+            tokens = self._tokens[key] = self._pool.count_tokens(memory.text)
+            if len(self._tokens) > _TOKEN_CACHE_SIZE:
+                self._tokens.popitem(last=False)
+        else:
+            self._tokens.move_to_end(key)
+        return tokens
+
+
+_TOKEN_CACHE_SIZE = 50_000
+_EXTRA = 20  # memories taken from a date window or a referenced session
+
+
+def _overlaps(memory: MemoryRecord, hint: TimeHint) -> bool:
+    start = memory.time_start or memory.time_end or memory.created_at
+    end = memory.time_end or start
+    if start is None or end is None:
+        return False
+    return _utc(start) < hint.end and _utc(end) >= hint.start
+
+
+_TIER_BOOST = {"longterm": 1.15, "daily": 1.05, "session": 1.0}
+
+
+def _merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
+           keyword_vectors: np.ndarray, query_vector: np.ndarray) -> list[_Candidate]:
+    by_id: dict[str, _Candidate] = {}
+    for hit in vector_hits:
+        if hit.memory.id not in by_id:
+            by_id[hit.memory.id] = _Candidate(hit.memory, cosine=hit.cosine or 0.0)
+    if len(keyword_hits):
+        # Keyword-only hits get their cosine from their stored vectors: one scale for all.
+        cosines = keyword_vectors @ query_vector.astype(np.float32)
+        for hit, cosine in zip(keyword_hits, cosines, strict=True):
+            existing = by_id.get(hit.memory.id)
+            if existing is None:
+                existing = by_id[hit.memory.id] = _Candidate(hit.memory, cosine=float(cosine))
+            existing.bm25 = hit.bm25 or 0.0
+    for c in by_id.values():
+        when = c.memory.time_end or c.memory.time_start or c.memory.created_at
+        c.when = _utc(when).timestamp() if when else 0.0
+    return list(by_id.values())
+
+
+def _newest(candidates: Sequence[_Candidate]) -> datetime | None:
+    newest = max((c.when for c in candidates), default=0.0)
+    return datetime.fromtimestamp(newest, UTC) if newest > 0 else None
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _lines(memory: MemoryRecord) -> list[tuple[tuple[str, ...], str]]:
+    """The memory's text as (msg_ids, line) units: one line per message ("role: content").
+
+    A message whose content holds line breaks is rejoined by splitting only before a role
+    prefix; if the text still does not line up with msg_ids, the memory is one unit.
+    """
+    ids = memory.msg_ids
+    if len(ids) > 1:
+        lines = memory.text.split("\n")
+        if len(lines) != len(ids):
+            lines = _ROLE_LINE.split(memory.text)
+        if len(lines) == len(ids):
+            return [((i,), line) for i, line in zip(ids, lines, strict=True)]
+    return [(tuple(ids) or (memory.id,), memory.text)]
+
+
+def _layer(memory: MemoryRecord) -> Layer:
+    return Layer.longterm if memory.tier == "longterm" or memory.summary_of else Layer.detail
+
+
+def _public(p: _Packed) -> RecalledMemory:
+    c, m = p.candidate, p.candidate.memory
+    return RecalledMemory(
+        id=m.id, text=p.text, msg_ids=p.msg_ids, session_id=m.session_id,
+        time_start=m.time_start, time_end=m.time_end, category=m.category, tier=m.tier,
+        importance=m.importance, branch=m.branch, layer=_layer(m), tokens=p.tokens,
+        score=round(c.score, 4), trimmed=p.trimmed,
+        explain=ScoreParts(
+            cosine=round(c.cosine, 4), vector=round(c.vector, 4), keyword=round(c.keyword, 4),
+            relevance=round(c.relevance, 4), decay=round(c.decay, 4), boost=round(c.boost, 4),
+            importance=round(c.importance, 4), tier=round(c.tier, 4), branch=round(c.branch, 4),
+            time=round(c.time, 4), reference=round(c.reference, 4)),
+    )
+
+
+# --- injection block -------------------------------------------------------------------
+
+_PREFACE = {
+    BlockLanguage.en: (
+        "What you remember about this user from earlier conversations is below. Use it "
+        "where it helps; answer naturally and never say \"according to my memory\" or "
+        "that you are recalling anything."),
+    BlockLanguage.zh: (
+        "以下是你从与该用户以往的对话中记得的信息。需要时自然地使用，直接回答，"
+        "不要说“根据我的记忆”，也不要提到你在回忆。"),
+}
+_HEADINGS = {
+    BlockLanguage.en: {Layer.longterm: "Long-term facts:", Layer.detail: "Details:"},
+    BlockLanguage.zh: {Layer.longterm: "长期事实：", Layer.detail: "相关细节："},
+}
+
+
+def _date(memory: MemoryRecord) -> str:
+    start = memory.time_start or memory.time_end or memory.created_at
+    end = memory.time_end or start
+    if start is None or end is None:
+        return ""
+    first, last = _utc(start).date().isoformat(), _utc(end).date().isoformat()
+    return first if first == last else f"{first} – {last}"
+
+
+def render_block(packed: Sequence[_Packed], *, language: BlockLanguage) -> str:
+    """The text to append to the system prompt: a preface, then each memory with its date,
+    long-term facts first (with headings when both layers are present)."""
+    if not packed:
+        return ""
+    layers = {_layer(p.candidate.memory) for p in packed}
+    parts = [_PREFACE[language], ""]
+    current: Layer | None = None
+    for p in packed:
+        layer = _layer(p.candidate.memory)
+        if len(layers) > 1 and layer != current:
+            parts.append(_HEADINGS[language][layer])
+            current = layer
+        date = _date(p.candidate.memory)
+        body = p.text.replace("\n", "\n  ")
+        parts.append(f"- [{date}] {body}" if date else f"- {body}")
+    return "\n".join(parts)

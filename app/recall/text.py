@@ -1,0 +1,131 @@
+"""Query terms and how much of a query a memory covers, in English and Chinese.
+
+The full-text index ranks keyword hits (BM25) but its scores have no fixed scale: they grow
+with the namespace and the query length. Recall needs a keyword score that means the same
+thing everywhere, so that one `min_score` works for every store. `coverage` gives it: the
+share of the query's information (IDF-weighted terms) that a memory contains, 0–1.
+
+Terms: English words lower-cased, lightly stemmed, function words dropped; Chinese words
+from jieba's search-mode segmentation (a compound and its parts), single characters and
+function words dropped. Chinese terms are matched as substrings of the memory text, so a
+different segmentation of the same words on the two sides never hides a match. IDF is
+taken over the candidate memories of this query (the only corpus at hand without another
+query): a term found in every candidate (a speaker's name in a two-person chat) weighs
+nothing; a term found in none weighs like a rare term and lowers every memory's coverage:
+the query may ask about something the store does not hold.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jieba
+
+from app.classify.entities import warm_up
+from app.classify.stopwords import word_set
+
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_LATIN_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+# Function words only: unlike the classifier's list, words such as "decided", "tomorrow"
+# or "需要" can be exactly what a recall asks about.
+_EN_STOP = word_set("""
+a an the and or but if of to in on at by for with from as is are was were be been being
+do does did done have has had having i you he she it we they me him her us them my your
+his its our their this that these those what when where which who whom whose why how not
+no so than too very can could will would should shall may might must just also about into
+over after before up down out off then once here there all any both each few more most
+other some such only own same s t d ll m re ve yes oh ok okay well really like get got
+gets go going went lot much many ever anything something thing things kind one ones
+tell told know think say said remember recall again
+""")
+_ZH_STOP = word_set("""
+的 了 是 在 我 你 他 她 它 我们 你们 他们 她们 这 那 这个 那个 这些 那些 哪 哪个 哪些
+哪天 哪里 什么 怎么 怎么样 为什么 吗 呢 吧 啊 呀 哦 嗯 和 与 跟 及 或 或者 就 都 也 还
+又 很 太 最 更 一个 一些 有 没有 没 不 要 会 能 可以 对 把 被 给 让 从 到 向 上 下 中
+里 个 们 着 过 得 地 之 其 而 并 但 但是 如果 因为 所以 是不是 有没有 多少 几 请问 请
+一下 告诉 知道 记得 还记得 问 问题 想 想问 说 说过 之前 以前 刚才 上次
+""")
+
+
+def _stem(word: str) -> str:
+    # A light suffix strip, enough for "researched" ~ "research" and "groups" ~ "group";
+    # a real stemmer would buy little here since matching is whole-word on both sides.
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    latin: frozenset[str]  # stemmed English words
+    cjk: frozenset[str]  # Chinese words, matched as substrings
+
+    def __bool__(self) -> bool:
+        return bool(self.latin or self.cjk)
+
+
+def latin_words(text: str) -> set[str]:
+    words = set()
+    for raw in _LATIN_WORD.findall(text.lower()):
+        word = raw.split("'")[0]  # "caroline's" -> "caroline"
+        if not word or word in _EN_STOP or (word.isdigit() and len(word) < 2):
+            continue
+        words.add(_stem(word))
+    return words
+
+
+def query_terms(text: str) -> QueryTerms:
+    """The English and Chinese terms of a query."""
+    cjk: set[str] = set()
+    runs = _CJK_RUN.findall(text)
+    if runs:
+        warm_up()
+        for run in runs:
+            for word in jieba.cut_for_search(run, HMM=False):
+                if len(word) >= 2 and word not in _ZH_STOP:
+                    cjk.add(word)
+    latin = latin_words(_CJK_RUN.sub(" ", text))
+    return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk))
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def coverage(terms: QueryTerms, documents: Sequence[str]) -> list[float]:
+    """For each document, the IDF-weighted share of the query terms it contains (0–1).
+
+    The documents are the query's candidate memories and also the IDF corpus (see the
+    module docstring). Empty query terms: every coverage is 0.
+    """
+    if not terms or not documents:
+        return [0.0] * len(documents)
+    lowered = [d.lower() for d in documents]
+    words = [latin_words(d) for d in lowered] if terms.latin else [set() for _ in lowered]
+    all_terms = [(t, False) for t in sorted(terms.latin)] + [(t, True) for t in sorted(terms.cjk)]
+    present = [
+        [(t in doc) if cjk else (t in doc_words) for doc, doc_words in zip(lowered, words,
+                                                                            strict=True)]
+        for t, cjk in all_terms
+    ]
+    n = len(documents)
+    weights = []
+    for column in present:
+        # A term no candidate holds weighs like a rare one, not more: it cannot tell the
+        # candidates apart, and it is as often the question's scaffolding ("安排",
+        # "scheduled") as something the store lacks.
+        df = max(1, sum(column))
+        weights.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    total = sum(weights)
+    if total <= 0:
+        return [0.0] * n
+    return [
+        sum(w for w, column in zip(weights, present, strict=True) if column[i]) / total
+        for i in range(n)
+    ]

@@ -1,0 +1,137 @@
+"""Dates in a recall query: "what did I say on 3 June, 2023", "2023年6月", "上周".
+
+A memory's text rarely holds its own date (the date is metadata: when the messages were
+sent), so neither the embedding nor the keyword index can match "on 3 June". Recall finds
+the date here, searches that time window as well, and boosts memories whose messages fall
+in it. It is a boost, not a filter: people misremember dates. The phrase is cut from the
+search text so that "June" does not match every memory that mentions June.
+
+Absolute dates (English and Chinese, with or without a year) and a few relative ones
+(yesterday / 昨天, last week / 上周, …, relative to the request's `as_of` or the clock).
+A day gets a window of a day either side (time zones, late-night sessions); "before X" /
+"之前" looks back two weeks from X. Pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_MONTH = r"(?P<mon>" + "|".join(m for m in _MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sept?|" \
+    r"oct|nov|dec)\.?"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_LEAD = r"(?:(?:on|in|during|at|from|around|of)\s+(?:the\s+)?)?"
+_BEFORE = r"(?P<before>(?:(?:a|one|two|the)\s+(?:week|weeks|days?)\s+)?before\s+)?"
+
+_EN_PATTERNS = (
+    # 3 June, 2023 / 3rd of June 2023 / June 3, 2023 / 2023-06-03
+    rf"{_BEFORE}{_LEAD}{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}",
+    rf"{_BEFORE}{_LEAD}{_MONTH}\s+{_DAY},?\s+{_YEAR}",
+    rf"{_BEFORE}{_LEAD}{_YEAR}[-/.](?P<mnum>[01]?\d)[-/.](?P<day>[0-3]?\d)",
+    # June 2023 (month)
+    rf"{_BEFORE}{_LEAD}{_MONTH},?\s+{_YEAR}",
+    # 3 June / June 3 (year from the reference time)
+    rf"{_BEFORE}{_LEAD}{_DAY}\s+(?:of\s+)?{_MONTH}(?![a-z])",
+    rf"{_BEFORE}{_LEAD}{_MONTH}\s+{_DAY}(?!\d)",
+    # in 2023 (a bare number is too often not a year)
+    r"(?:in|during)\s+(?P<year>(?:19|20)\d\d)(?!\d)",
+)
+_ZH_PATTERNS = (
+    r"(?:(?P<year>(?:19|20)\d\d)年)?(?P<mnum>[01]?\d)月(?P<day>[0-3]?\d)[日号](?P<before>之前|以前|前)?",
+    r"(?P<year>(?:19|20)\d\d)年(?P<mnum>[01]?\d)月(?:份)?",
+    r"(?P<year>(?:19|20)\d\d)年(?!\d)",
+)
+
+
+def _relative(english: str, chinese: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z])(?:{english})(?![A-Za-z])|{chinese}", re.I)
+
+
+# (pattern, days back from today, days long). "The day before yesterday" before "yesterday".
+_RELATIVE = (
+    (_relative("the day before yesterday", "前天"), 2, 1),
+    (_relative("yesterday", "昨天|昨日"), 1, 1),
+    (_relative("today|this morning|tonight", "今天|今日"), 0, 1),
+    (_relative("(?:last|past) week", "上周|上个?星期|上礼拜"), 14, 14),
+    (_relative("(?:last|past) month", "上个?月"), 62, 62),
+)
+_COMPILED = tuple(re.compile(p, re.I) for p in _EN_PATTERNS + _ZH_PATTERNS)
+
+
+@dataclass(frozen=True)
+class TimeHint:
+    start: datetime  # inclusive
+    end: datetime  # exclusive
+    phrase: str
+
+
+def _month_number(match: re.Match[str]) -> int | None:
+    groups = match.groupdict()
+    if groups.get("mnum"):
+        return int(groups["mnum"])
+    name = (groups.get("mon") or "").lower().rstrip(".")
+    for i, month in enumerate(_MONTHS, start=1):
+        if name and month.startswith(name[:3]):
+            return i
+    return None
+
+
+def _window(match: re.Match[str], reference: datetime) -> tuple[datetime, datetime] | None:
+    groups = match.groupdict()
+    month = _month_number(match)
+    year = int(groups["year"]) if groups.get("year") else None
+    day = int(groups["day"]) if groups.get("day") else None
+    before = bool(groups.get("before"))
+    try:
+        if month is None:  # a year
+            if year is None:
+                return None
+            return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+        if year is None:
+            # No year: the latest such date not after the reference time.
+            year = reference.year
+            if (month, day or 1) > (reference.month, reference.day):
+                year -= 1
+        if day is None:
+            start = datetime(year, month, 1, tzinfo=UTC)
+            end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+            return start, end
+        date = datetime(year, month, day, tzinfo=UTC)
+    except ValueError:  # 31 February
+        return None
+    if before:
+        return date - timedelta(days=15), date + timedelta(days=1)
+    return date - timedelta(days=1), date + timedelta(days=2)
+
+
+def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
+    """The first date or period named in `text`, as a time window.
+
+    >>> find_time_hint("What did Maria do on 3 June, 2023?", reference=datetime.now(UTC)).phrase
+    'on 3 June, 2023'
+    """
+    for pattern in _COMPILED:
+        match = pattern.search(text)
+        if match:
+            window = _window(match, reference)
+            if window:
+                return TimeHint(window[0], window[1], match.group(0).strip())
+    today = reference.replace(hour=0, minute=0, second=0, microsecond=0)
+    for pattern, days_back, length in _RELATIVE:
+        match = pattern.search(text)
+        if match:
+            start = today - timedelta(days=days_back)
+            return TimeHint(start, start + timedelta(days=max(length, 1) + 1), match.group(0))
+    return None
+
+
+def strip_phrase(text: str, phrase: str) -> str:
+    """`text` without `phrase` (the search should not look for the date's words)."""
+    # Chinese needs no spaces between words: the phrase goes without a trace there.
+    stripped = text.replace(phrase, "" if re.search(r"[\u3400-\u9fff]", phrase) else " ")
+    stripped = re.sub(r"\s+([?？,，.。!！])", r"\1", re.sub(r"\s{2,}", " ", stripped)).strip()
+    return stripped or text

@@ -1,0 +1,168 @@
+"""Recall latency over HTTP with 10k / 100k (/ 1M) memories in the store.
+
+Synthetic memories are written through the repository (bilingual sentences from a fixed
+vocabulary, random unit vectors: search cost does not depend on what the vectors mean),
+spread over namespaces so that the queried namespace holds a realistic share. Then the app
+starts on that store (real model, real lifespan), the maintenance pass runs as an idle server
+would (compaction folds rows into the full-text index; past `vector_index_min_rows` the
+IVF_PQ vector index is built), and recalls are timed one after another from a client.
+`min_score` is 0 so that every recall packs a full result (the expensive path).
+
+Usage::
+
+    PYTHONPATH=. .venv/bin/python bench/recall_latency.py --sizes 10000,100000
+    PYTHONPATH=. .venv/bin/python bench/recall_latency.py --sizes 100000 --share 1.0
+
+`--share` is the fraction of all memories in the queried namespace (default 0.02: 2,000 of
+100k, a heavy user's year of daily chats). Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from app.config import Settings  # noqa: E402
+from app.main import create_app  # noqa: E402
+from app.storage.records import MemoryRecord  # noqa: E402
+from app.storage.repository import Repository  # noqa: E402
+
+_EN_VOCABULARY = (
+    "project deadline meeting budget report client design database index query latency "
+    "memory vector search cache server deploy release review feedback roadmap quarter team "
+    "manager interview hiring travel flight hotel passport visa dentist doctor checkup gym "
+    "running marathon yoga coffee tea breakfast dinner recipe garden kids school birthday "
+    "gift concert movie book guitar piano painting camping hiking beach weekend holiday "
+    "invoice payment contract lawyer apartment rent move furniture car repair insurance"
+)
+_ZH_VOCABULARY = (
+    "项目 截止 日期 会议 预算 报告 客户 设计 数据库 索引 查询 延迟 记忆 向量 搜索 缓存 "
+    "服务器 发布 评审 反馈 路线图 季度 团队 经理 面试 招聘 出差 航班 酒店 护照 签证 牙医 "
+    "医生 体检 健身 跑步 马拉松 瑜伽 咖啡 茶 早餐 晚餐 菜谱 花园 孩子 学校 生日 礼物 音乐会 电影"
+)
+WORDS = _EN_VOCABULARY.split()
+ZH = _ZH_VOCABULARY.split()
+QUERIES = [
+    "when is the project deadline?", "what did we decide about the database index?",
+    "我的体检安排是哪天", "which hotel for the flight next week", "coffee or tea for breakfast",
+    "上次说的预算报告", "how is the marathon training going", "孩子的生日礼物买了吗",
+    "what did the client say in the review", "passport and visa for travel", "服务器发布时间",
+    "guitar and piano lessons", "as I said before, the rent contract", "护照 签证 出差",
+]
+
+
+def sentence(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return "user: " + "".join(rng.choice(ZH) for _ in range(rng.randint(12, 30))) + "。"
+    words = [rng.choice(WORDS) for _ in range(rng.randint(14, 28))]
+    return f"{rng.choice(['user', 'assistant'])}: " + " ".join(words).capitalize() + "."
+
+
+async def populate(settings: Settings, *, total: int, share: float, dim: int,
+                   seed: int = 7) -> str:
+    """Write `total` memories; return the queried namespace (holding `share` of them)."""
+    rng = random.Random(seed)
+    nprng = np.random.default_rng(seed)
+    repo = await Repository.open(settings, embedding_dim=dim)
+    target = max(1, int(total * share))
+    others = max(1, (total - target) // 500)  # the rest in namespaces of ~500 memories
+    now = datetime.now(UTC)
+    batch: list[MemoryRecord] = []
+    started = time.perf_counter()
+    for i in range(total):
+        namespace = "target" if i < target else f"user{(i - target) % others:05d}"
+        text = "\n".join(sentence(rng) for _ in range(rng.randint(3, 6)))
+        vector = nprng.standard_normal(dim).astype(np.float32)
+        vector /= np.linalg.norm(vector)
+        when = now - timedelta(days=rng.uniform(0, 365))
+        batch.append(MemoryRecord(
+            id=f"mem_{i:08d}", namespace=namespace, session_id=f"s{i // 6}", text=text,
+            vector=vector.tolist(), created_at=when, updated_at=when, time_start=when,
+            time_end=when, msg_ids=[f"m{i}-{j}" for j in range(text.count("\n") + 1)],
+            msg_count=text.count("\n") + 1, importance=rng.randint(1, 10),
+            language="zh" if "。" in text else "en"))
+        if len(batch) == 5_000:
+            await repo.upsert_memories(batch)
+            batch = []
+    if batch:
+        await repo.upsert_memories(batch)
+    print(f"  wrote {total} memories in {time.perf_counter() - started:.1f} s "
+          f"({target} in the queried namespace, {others} others)", file=sys.stderr)
+    return "target"
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def measure(total: int, args: argparse.Namespace) -> str:
+    data_dir = Path(tempfile.mkdtemp(prefix=f"engram-latency-{total}-"))
+    settings = Settings(data_dir=data_dir, environment="testing", log_level="WARNING",
+                        compression_enabled=False, _env_file=None)  # type: ignore[call-arg]
+    namespace = await populate(settings, total=total, share=args.share, dim=384)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        state = app.state.engram
+        started = time.perf_counter()
+        await state.maintenance.run_once(force=True)
+        indexed = await state.repo.has_vector_index()
+        print(f"  maintenance (compaction, indexes): {time.perf_counter() - started:.1f} s, "
+              f"vector index: {indexed}", file=sys.stderr)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://engram.bench",
+                                     timeout=60) as client:
+            wall: list[float] = []
+            server: list[float] = []
+            for i in range(args.warmup + args.requests):
+                body = {"namespace": namespace, "query": QUERIES[i % len(QUERIES)],
+                        "min_score": 0, "top_k": 10, "max_tokens": 1500}
+                t0 = time.perf_counter()
+                response = await client.post("/v1/recall", json=body)
+                elapsed = (time.perf_counter() - t0) * 1000
+                response.raise_for_status()
+                if i >= args.warmup:
+                    wall.append(elapsed)
+                    server.append(response.json()["took_ms"])
+    target = int(total * args.share)
+    return (f"| {total:,} | {target:,} | {'yes' if indexed else 'no'} | {len(wall)} | "
+            f"{pct(wall, 50):.1f} | {pct(wall, 95):.1f} | {pct(wall, 99):.1f} | "
+            f"{statistics.mean(server):.1f} |")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--share", type=float, default=0.02,
+                        help="fraction of all memories in the queried namespace")
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args()
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        print(f"{size} memories:", file=sys.stderr)
+        rows.append(await measure(size, args))
+    print("| memories | in the queried namespace | vector index | recalls | p50 ms | p95 ms "
+          "| p99 ms | server mean ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

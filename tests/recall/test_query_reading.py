@@ -1,0 +1,99 @@
+"""Reading a query before the search: reference phrases, wrappers, dates, keyword coverage."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from app.recall.references import ReferenceScope, parse_query
+from app.recall.text import coverage, query_terms
+from app.recall.when import find_time_hint, strip_phrase
+
+NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
+
+
+class TestReferencePhrases:
+    @pytest.mark.parametrize(("query", "scope", "rest"), [
+        ("记得刚才说的体检安排吗", ReferenceScope.recent, "体检安排吗"),
+        ("和之前那个问题一样，数据库怎么选", ReferenceScope.earlier, "数据库怎么选"),
+        ("As I said before, the deadline is Friday", ReferenceScope.earlier,
+         "the deadline is Friday"),
+        ("like last time, book the window seat", ReferenceScope.earlier,
+         "book the window seat"),
+        ("as I just said, the hotel is full", ReferenceScope.recent, "the hotel is full"),
+        ("上次说的那个餐厅叫什么", ReferenceScope.earlier, "餐厅叫什么"),
+    ])
+    def test_cue_found_and_cut(self, query: str, scope: ReferenceScope, rest: str) -> None:
+        parsed = parse_query(query)
+        assert parsed.reference is not None and parsed.reference.scope == scope
+        assert parsed.text == rest and not parsed.reference_only
+
+    def test_same_question_cue(self) -> None:
+        parsed = parse_query("和之前那个问题一样")
+        assert parsed.reference is not None and parsed.reference.about_question
+        assert parsed.reference_only
+
+    @pytest.mark.parametrize("query", [
+        "I said hello to the neighbours", "what did the doctor say", "刚才的天气很好",
+        "before the meeting, check the slides",
+    ])
+    def test_no_false_cues(self, query: str) -> None:
+        assert parse_query(query).reference is None
+
+    def test_chit_chat_wrapper_is_cut(self) -> None:
+        query = ("最近天气变化太快，也不知道那天需不需要带伞。搞错了，我实际想问的问题是："
+                 "那个地点是上海的活动，规模是什么？")
+        parsed = parse_query(query)
+        assert parsed.unwrapped and parsed.text == "那个地点是上海的活动，规模是什么？"
+        english = parse_query("Nice weather today. Anyway, my real question is: when is "
+                              "the dentist?")
+        assert english.text == "when is the dentist?"
+
+
+class TestDates:
+    @pytest.mark.parametrize(("query", "start", "end"), [
+        ("What did Maria do on 3 June, 2023?", "2023-06-02", "2023-06-05"),
+        ("What happened in August 2023?", "2023-08-01", "2023-09-01"),
+        ("the week before August 3, 2023", "2023-07-19", "2023-08-04"),
+        ("How often did she go to the beach in 2023?", "2023-01-01", "2024-01-01"),
+        ("我2023年6月3日说了什么", "2023-06-02", "2023-06-05"),
+        ("6月3日的会议", "2026-06-02", "2026-06-05"),
+        ("2023年5月的账单", "2023-05-01", "2023-06-01"),
+        ("what did I say yesterday", "2026-11-28", "2026-11-30"),
+        ("上周我们聊了什么", "2026-11-15", "2026-11-30"),
+    ])
+    def test_window(self, query: str, start: str, end: str) -> None:
+        hint = find_time_hint(query, reference=NOW)
+        assert hint is not None
+        assert (hint.start.date().isoformat(), hint.end.date().isoformat()) == (start, end)
+
+    @pytest.mark.parametrize("query", ["Maria may go home", "I have 2 cats and 3 dogs",
+                                       "we met in March", "on 31/02"])
+    def test_no_date(self, query: str) -> None:
+        assert find_time_hint(query, reference=NOW) is None
+
+    def test_phrase_is_cut_from_the_search(self) -> None:
+        assert strip_phrase("What did Maria do on 3 June, 2023?", "on 3 June, 2023") == \
+            "What did Maria do?"
+        assert strip_phrase("我2023年6月3日说了什么", "2023年6月3日") == "我说了什么"
+
+
+class TestCoverage:
+    def test_chinese_terms_match_inside_words(self) -> None:
+        terms = query_terms("我的体检安排是哪天")
+        assert terms.cjk == {"体检", "安排"}
+        docs = ["下周二上午体检，记得空腹", "我喜欢喝咖啡", "周末安排了体检复查"]
+        covered = coverage(terms, docs)
+        assert covered[1] == 0 and covered[2] == pytest.approx(1.0)
+        assert 0.3 < covered[0] < 0.7
+
+    def test_term_in_every_document_weighs_nothing(self) -> None:
+        terms = query_terms("What did Caroline research?")
+        docs = ["Caroline: I researched adoption agencies", "Caroline: I went hiking",
+                "Caroline: the weather is nice"]
+        covered = coverage(terms, docs)
+        assert covered[0] > 0.9 and covered[1] < 0.2
+
+    def test_no_terms_no_coverage(self) -> None:
+        assert coverage(query_terms("what is the"), ["anything"]) == [0.0]
