@@ -510,6 +510,15 @@ class Repository:
         rows = await self._select("jobs", JobRecord, f"id = {sql_str(job_id)}", limit=1)
         return rows[0] if rows else None
 
+    async def queued_job_sessions(self) -> list[tuple[str, str]]:
+        """(namespace, session) pairs with a background store job not marked done."""
+        rows = await (
+            self._tables["jobs"].query().where("state = 'queued'")
+            .select(["namespace", "session_id"]).to_arrow()
+        )
+        return sorted(set(zip(rows.column("namespace").to_pylist(),
+                              rows.column("session_id").to_pylist(), strict=True)))
+
     async def unfinished_jobs(self, namespace: str, session_id: str) -> list[JobRecord]:
         where = (f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)} "
                  "AND state = 'queued'")

@@ -240,8 +240,10 @@ class StoreService:
             self._worker = None
 
     async def resume_pending(self) -> int:
-        """Queue every session whose raw log has messages not yet built (after a crash)."""
-        pending = await self._repo.pending_sessions()
+        """Queue every session left unfinished by a crash: messages not yet built, or a job
+        whose build landed but which was not yet marked done."""
+        pending = sorted(set(await self._repo.pending_sessions())
+                         | set(await self._repo.queued_job_sessions()))
         for namespace, session_id in pending:
             self.enqueue(namespace, session_id)
         if pending:

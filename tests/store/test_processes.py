@@ -433,9 +433,6 @@ async def test_sigkill_mid_ingest_loses_no_acknowledged_message(
     laps('storage checked')
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="bug: StoreService.resume_pending only looks at pending messages, "
-                   "so a job whose build landed just before a crash stays queued")
 async def test_job_of_a_build_that_landed_just_before_a_crash_is_finished_after_restart(
     crash_server: ServerProcess,
 ) -> None:
