@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = structlog.get_logger(__name__)
 
 
 class EngramError(Exception):
@@ -114,12 +117,27 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return _render(422, "invalid_request", f"invalid request: {summary}", problems)
 
 
+# FastAPI answers 400 when a body cannot even be decoded (bad bytes, wrong encoding); to a
+# client that is the same mistake as malformed JSON, which is 422 here: one status for both.
+_UNPARSEABLE_BODY = "There was an error parsing the body"
+
+
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == _UNPARSEABLE_BODY:
+        return _render(422, "invalid_request", "invalid request: the body is not valid JSON")
     return _render(exc.status_code, f"http_{exc.status_code}", str(exc.detail))
 
 
+async def _unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+    # A bug, not a client mistake: log the traceback, answer in the one error shape.
+    log.error("unhandled_error", error_type=type(exc).__name__, exc_info=exc)
+    return _render(500, "internal_error", "internal error: the request failed on our side "
+                   "and was logged")
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(Exception, _unexpected_error)
     app.add_exception_handler(EngramError, _engram_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

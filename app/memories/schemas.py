@@ -141,9 +141,14 @@ class MemoryUpdate(BaseModel):
                                    description="Protected memories are never compressed "
                                    "or forgotten.")
 
+    @property
+    def changes(self) -> dict[str, Any]:
+        """The fields to change: those given with a value (null means "leave as it is")."""
+        return self.model_dump(include=self.model_fields_set, exclude_none=True)
+
     @model_validator(mode="after")
     def _something_to_change(self) -> MemoryUpdate:
-        if not self.model_fields_set:
+        if not self.changes:
             raise ValueError("nothing to update: give text, tags, category, importance or "
                              "protected")
         if "text" in self.model_fields_set and self.text is not None and not self.text.strip():

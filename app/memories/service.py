@@ -201,8 +201,8 @@ class MemoryService:
         memory = await self._memory(memory_id, principal)
         async with self._locks.hold(memory.namespace):
             memory = await self._memory(memory_id, principal)
-            old = {f: getattr(memory, f) for f in change.model_fields_set}
-            fields = change.model_dump(include=change.model_fields_set)
+            fields = change.changes
+            old = {f: getattr(memory, f) for f in fields}
             text = fields.pop("text", None)
             if text is not None and text != memory.text:
                 memory = await self._builder.with_new_text(memory, text)
@@ -216,9 +216,9 @@ class MemoryService:
             now = datetime.now(UTC)
             memory.updated_at = now
             await self._repo.upsert_memories([memory])
-            new = {f: getattr(memory, f) for f in change.model_fields_set}
+            new = {f: getattr(memory, f) for f in old}
             await self._repo.append_events([new_event(
-                memory, "evolved", "edited: " + ", ".join(sorted(change.model_fields_set)),
+                memory, "evolved", "edited: " + ", ".join(sorted(old)),
                 now, {"old": old, "new": new})])
         return MemoryPublic.from_record(memory)
 

@@ -12,7 +12,7 @@ router = APIRouter(prefix="/v1", tags=["recall"])
 
 
 @router.post("/recall", response_model=RecallResponse,
-             responses=error_responses(401, 403, 422, 503))
+             responses=error_responses(400, 401, 403, 422, 503))
 async def recall(body: RecallRequest, principal: CurrentPrincipal, service: RecallServiceDep
                  ) -> RecallResponse:
     """Hybrid (vector + keyword) recall within a token budget, with an injection block."""

@@ -149,6 +149,10 @@ class StoreService:
             result.skipped = len(incoming) - len(records)
             if not records:
                 result.status = StoreStatus.unchanged
+                if request.wait and any(m.state == "pending" for m in stored.values()):
+                    # Sent before with wait=false (or cut off by a crash) and not built yet:
+                    # a waiting caller gets its memories built now.
+                    await self._build(ns, sid)
                 return result
             job = None
             if not request.wait:
@@ -157,7 +161,6 @@ class StoreService:
                                 created_at=now, updated_at=now)
                 for record in records:
                     record.job_id = job.id
-                await self._repo.upsert_job(job)
             # The acknowledgement point: after this write the messages survive any crash.
             await self._repo.upsert_messages(records)
             if job is not None:

@@ -120,6 +120,17 @@ class TestEdit:
         assert event["metadata"]["old"]["text"] == before["text"]
         assert event["metadata"]["new"]["text"] == after["text"]
 
+    async def test_null_fields_are_left_as_they_are(self, client: Any) -> None:
+        memory_id = await one_memory(client)
+        before = (await client.get(f"/v1/memories/{memory_id}")).json()
+        response = await client.patch(f"/v1/memories/{memory_id}", json={
+            "text": None, "category": None, "importance": None, "tags": ["wiki"]})
+        assert response.status_code == 200, response.text
+        after = response.json()
+        assert after["tags"] == ["wiki"]
+        assert (after["text"], after["category"], after["importance"]) == (
+            before["text"], before["category"], before["importance"])
+
     async def test_importance_override_sticks_across_rebuilds(self, client: Any) -> None:
         memory_id = await one_memory(client)
         await client.patch(f"/v1/memories/{memory_id}", json={"importance": 9,
@@ -131,8 +142,8 @@ class TestEdit:
 
     async def test_invalid_edits_are_rejected(self, client: Any) -> None:
         memory_id = await one_memory(client)
-        for body in ({}, {"importance": 11}, {"category": "gossip"}, {"text": "  "},
-                     {"colour": "red"}):
+        for body in ({}, {"importance": None, "category": None}, {"importance": 11},
+                     {"category": "gossip"}, {"text": "  "}, {"colour": "red"}):
             response = await client.patch(f"/v1/memories/{memory_id}", json=body)
             assert response.status_code == 422, body
         assert (await client.patch("/v1/memories/mem_nope", json={"importance": 3})

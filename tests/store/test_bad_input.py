@@ -78,3 +78,12 @@ class TestRejectedPayloads:
             assert response.status_code == 413
             assert "the limit is 5" in response.json()["error"]["message"]
             await assert_nothing_stored(client)
+
+
+class TestUndecodableBody:
+    async def test_bytes_that_are_not_utf8_json_are_422(self, client: Any) -> None:
+        response = await client.post("/v1/store", content=b"\xff\xfe\x00",
+                                     headers={"content-type": "application/json"})
+        assert response.status_code == 422
+        assert response.json()["error"]["code"] == "invalid_request"
+        await assert_nothing_stored(client)
