@@ -9,7 +9,9 @@ from app.classify.entities import Entities, extract_entities, subtopics
 from app.classify.importance import estimate_importance
 from app.classify.smalltalk import is_small_talk
 
-__all__ = ["Analysis", "analyze"]
+__all__ = ["MAX_ANALYSED_CHARS", "Analysis", "analyze"]
+
+MAX_ANALYSED_CHARS = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,10 @@ def analyze(text: str, *, weight_score: float | None = None) -> Analysis:
         >>> a.category, a.entities.technologies
         (<Category.DECISION: 'decision'>, ('LanceDB',))
     """
+    # Memories are chunks of ~900 characters; only edits and /classify send more. The rules
+    # need no more than the opening to judge a text, and some digit patterns cost time
+    # quadratic in the length of a digit run, so the analysis reads a bounded prefix.
+    text = text[:MAX_ANALYSED_CHARS]
     small_talk = is_small_talk(text)
     result = classify_category(text, small_talk=small_talk)
     entities = extract_entities(text)
