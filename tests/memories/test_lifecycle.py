@@ -148,3 +148,45 @@ class TestEdit:
             assert response.status_code == 422, body
         assert (await client.patch("/v1/memories/mem_nope", json={"importance": 3})
                 ).status_code == 404
+
+
+async def recall_ids(client: Any, query: str, **extra: Any) -> list[str]:
+    response = await client.post("/v1/recall", json={"namespace": "alice", "query": query,
+                                                     **extra})
+    assert response.status_code == 200, response.text
+    return [m["id"] for m in response.json()["memories"]]
+
+
+class TestWithRecall:
+    async def test_recall_hits_promote_a_memory(self, open_client: Any) -> None:
+        async with open_client(promote_daily_hits=3, hit_flush_seconds=3600) as client:
+            memory_id = await one_memory(client)
+            for _ in range(3):
+                assert memory_id in await recall_ids(client, "team wiki Notion decision")
+            await client.app.state.engram.hits.flush()
+            memory = (await client.get(f"/v1/memories/{memory_id}")).json()
+            assert (memory["hit_count"], memory["tier"]) == (3, "daily")
+            promoted = [e for e in (await evolution(client, memory_id))["events"]
+                        if e["event"] == "promoted"]
+            assert "3 recall hits" in promoted[0]["note"]
+
+    async def test_forgotten_memory_leaves_recall_and_comes_back_restored(
+        self, client: Any
+    ) -> None:
+        memory_id = await one_memory(client, [{"msg_id": "t", "role": "user",
+                                               "content": "下周二上午我要去医院体检。"}])
+        assert memory_id in await recall_ids(client, "我的体检安排是哪天")
+        await client.post(f"/v1/memories/{memory_id}/forget")
+        assert memory_id not in await recall_ids(client, "我的体检安排是哪天")
+        await client.post(f"/v1/memories/{memory_id}/restore")
+        assert memory_id in await recall_ids(client, "我的体检安排是哪天")
+
+    async def test_recall_keeps_to_one_branch_or_spans_all(self, client: Any) -> None:
+        main = await one_memory(client, DECISION, session_id="a", branch="main")
+        experiment = await one_memory(client, [{**DECISION[0], "msg_id": "x"}],
+                                      session_id="b", branch="experiment")
+        query = "team wiki Notion"
+        assert set(await recall_ids(client, query)) == {main, experiment}
+        assert await recall_ids(client, query, branch="experiment") == [experiment]
+        spanning = await recall_ids(client, query, branch="experiment", other_branches=True)
+        assert spanning[0] == experiment and main in spanning
