@@ -100,7 +100,7 @@ async def forget_memory(memory_id: str, principal: CurrentPrincipal, service: Me
              responses=error_responses(401, 403, 404, 503))
 async def restore_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
                          ) -> MemoryPublic:
-    """Bring a forgotten memory back into recall."""
+    """Bring back a forgotten memory, or a compressed one whole from the archive."""
     return await service.restore(memory_id, principal)
 
 

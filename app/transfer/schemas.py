@@ -35,5 +35,6 @@ class ImportResult(BaseModel):
     memories: int
     events: int
     sessions: int
+    archived: int = Field(description="Original texts of compressed memories.")
     reembedded: int = Field(description="Memories embedded again: no vectors in the file, or "
                             "a different embedding model.")

@@ -20,6 +20,7 @@ from app.embedding.pool import EmbeddingPool
 from app.errors import BadRequest
 from app.locks import NamespaceLocks
 from app.storage.records import (
+    ArchiveRecord,
     EventRecord,
     MemoryRecord,
     MessageRecord,
@@ -34,7 +35,7 @@ from app.transfer.schemas import ExportHeader, ImportResult
 
 _RECORD_TYPES: dict[str, type[Any]] = {
     "message": MessageRecord, "memory": MemoryRecord, "event": EventRecord,
-    "session": SessionRecord,
+    "session": SessionRecord, "archive": ArchiveRecord,
 }
 _ADAPTERS = {name: TypeAdapter(cls) for name, cls in _RECORD_TYPES.items()}
 
@@ -67,15 +68,19 @@ class TransferService:
         memories = await self._repo.namespace_memories(namespace, with_vector=vectors)
         events = await self._repo.namespace_events(namespace)
         sessions = await self._repo.list_sessions(namespace)
+        # The original texts of compressed memories: without them a move would keep only
+        # the compressed forms.
+        archive = await self._repo.namespace_archive(namespace)
         header = ExportHeader(
             namespace=namespace, exported_at=datetime.now(UTC), embedding_model=self._pool.name,
             embedding_dim=self._pool.dim, vectors=vectors,
             counts={"messages": len(messages), "memories": len(memories),
-                    "events": len(events), "sessions": len(sessions)},
+                    "events": len(events), "sessions": len(sessions),
+                    "archive": len(archive)},
         )
         yield header.model_dump_json().encode() + b"\n"
         for kind, records in (("session", sessions), ("message", messages),
-                              ("memory", memories), ("event", events)):
+                              ("memory", memories), ("event", events), ("archive", archive)):
             for record in records:
                 yield _line(kind, record)
 
@@ -93,6 +98,10 @@ class TransferService:
         memories = [self._memory(m, namespace, ids) for m in parsed["memory"]]
         events = [self._event(e, namespace, ids) for e in parsed["event"]]
         sessions = [self._session(s, namespace, ids) for s in parsed["session"]]
+        archive = [dataclasses.replace(a, namespace=namespace,
+                                       memory_id=ids.get(a.memory_id, a.memory_id),
+                                       summary_id=ids.get(a.summary_id, a.summary_id))
+                   for a in parsed["archive"]]
         stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
                  or header.embedding_model != self._pool.name]
         if stale:
@@ -104,11 +113,13 @@ class TransferService:
             await self._repo.upsert_memories(memories)
             await self._repo.append_events(events)
             await self._repo.upsert_sessions(sessions)
+            await self._repo.archive_memories(archive)
             for session_id in sorted({m.session_id for m in messages if m.state == "pending"}):
                 await self._builder.build_session(namespace, session_id)
         return ImportResult(namespace=namespace, source_namespace=source,
                             messages=len(messages), memories=len(memories), events=len(events),
-                            sessions=len(sessions), reembedded=len(stale))
+                            sessions=len(sessions), archived=len(archive),
+                            reembedded=len(stale))
 
     # --- parsing -----------------------------------------------------------------------
 
