@@ -77,14 +77,19 @@ class Settings(BaseSettings):
     # Importance 10 multiplies the score by 1 + boost, importance 1 by about 1 - boost.
     recall_importance_boost: float = Field(default=0.05, ge=0, le=0.5)
     recall_tier_boost: bool = True
+    # Packing: "off" returns whole memories; "fallback" returns only a memory's matching
+    # lines when the whole does not fit; "lines" packs matching lines first and gives the
+    # memories their other lines back while the budget allows.
+    recall_pack_focus: Literal["off", "fallback", "lines"] = "off"
+    recall_focus_ratio: float = Field(default=0.5, ge=0, le=1)
     recall_other_branch_factor: float = Field(default=0.8, ge=0, le=1)
     # A reference phrase ("as I said before"): boost for what it points to, and the factor
     # applied to min_score (the user asserts the memory exists).
     recall_reference_boost: float = Field(default=1.25, ge=1, le=3)
     recall_reference_threshold_factor: float = Field(default=0.7, ge=0, le=1)
-    # Hits are buffered and written in one batch per namespace this often (or sooner when
-    # this many memory ids are pending).
-    hit_flush_seconds: float = Field(default=2.0, gt=0)
+    # Hits are buffered and written in one batch this often (or sooner when this many memory
+    # ids are pending). Each write leaves a fragment that slows searches until compaction.
+    hit_flush_seconds: float = Field(default=10.0, gt=0)
     hit_flush_max_pending: int = Field(default=10_000, ge=1)
     # Build the IVF_PQ vector index once the memories table holds this many rows; a
     # namespace smaller than this is still scanned exactly (faster and exact there).

@@ -16,9 +16,9 @@ Label = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")]
 
 SCORE_SCALE = (
     "Scores are on one 0–1 scale. `relevance` is how well the memory matches the query: "
-    "(1 − w) × the vector part + w × the keyword part, w = 0.3 for English and 0.6 for "
+    "(1 − w) × the vector part + w × the keyword part, w = 0.5 for English and 0.6 for "
     "Chinese queries by default (see `ScoreParts`). 0.35 keeps about 90 % of the memories "
-    "that hold an answer on LoCoMo and drops most memories of unrelated conversations "
+    "that hold an answer on LoCoMo and most memories of unrelated conversations out "
     "(docs/benchmarks.md). `min_score` applies to relevance, before decay and boosts, so "
     "age alone never hides a memory that matches well; `score` (relevance × decay × boosts) "
     "only orders the results."
@@ -101,12 +101,12 @@ class ScoreParts(BaseModel):
 
     cosine: float = Field(description="Cosine similarity of query and memory embeddings.")
     vector: float = Field(
-        description="The cosine on the 0–1 scale: 0 at or below 0.1 (unrelated text for the "
-        "bundled model), 1 at or above 0.6; both ends are settings, for other models.")
+        description="The cosine on the 0–1 scale: 0 at or below 0.05 (unrelated text for the "
+        "bundled model), 1 at or above 0.55; both ends are settings, for other models.")
     keyword: float = Field(
-        description="Full-text match, 0–1: the memory's BM25 score relative to the best "
-        "keyword match for this query, scaled by how much of the query that best match "
-        "covers. 0 when no query word matched.")
+        description="Full-text match, 0–1: half the IDF-weighted share of the query's words "
+        "the memory contains, half its BM25 score relative to the best keyword match, scaled "
+        "by that match's share. 0 when no query word matched.")
     relevance: float = Field(description="Fused match score on which `min_score` applies.")
     decay: float = Field(
         description="Age discount, 0–1: 1 for memories up to 30 days older than the "

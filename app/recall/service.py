@@ -2,20 +2,24 @@
 
 Pipeline (one request):
 
-1. **Read the query** (`references.parse_query`): cut reference phrases ("as I said
-   before", "记得刚才说的") and chit-chat wrappers from the search text; keep the cue.
-2. **Two searches, one filter**: the full-text (BM25) search runs while the query is
-   embedded, then the vector (cosine) search; both filter by namespace first, so no other
-   namespace can ever appear. Each returns `recall_candidates` memories.
-3. **Score** every candidate of either list on one 0–1 scale:
-   `relevance = (1 − w) · vector + w · keyword`, where `vector` is the cosine similarity
-   and `keyword` = coverage of the query terms (`text.coverage`, an absolute scale) blended
-   with the BM25 rank position (relative to the best keyword hit, scaled by that hit's
-   coverage). `w` = `recall_keyword_weight`, higher for Chinese queries, where the bundled
-   English-centred model's cosine says little and exact matches must carry the ranking.
-   `min_score` applies to relevance. Then `score = relevance × decay × boosts`:
-   decay for age beyond `recall_decay_after_days` (half-life, floor), importance, tier
-   (long-term facts first), other branches (down), reference cue (the latest session up).
+1. **Read the query**: cut reference phrases ("as I said before", "记得刚才说的") and
+   chit-chat wrappers (`references.py`), and a date it names (`when.py`: "on 3 June, 2023",
+   "上周") from the search text; keep the cues.
+2. **Searches, one filter**: the full-text (BM25) search runs while the query is embedded,
+   the vector (cosine) search as soon as the embedding is there; both filter by namespace
+   first, so no other namespace can ever appear. Each returns `recall_candidates`
+   memories. A named date or a referenced session adds a small search inside it.
+3. **Score** every candidate on one 0–1 scale:
+   `relevance = (1 − w) · vector + w · keyword`. `vector` is the cosine mapped linearly
+   from `recall_cosine_floor` (0) to `recall_cosine_ceiling` (1); `keyword` is half the
+   IDF-weighted share of the query's terms the memory contains (`text.coverage`) and half
+   its BM25 relative to the best keyword hit, scaled by that hit's share. Both are absolute,
+   so one `min_score` means the same in every store. `w` = `recall_keyword_weight`, higher
+   for Chinese queries, where the bundled English-centred model's cosine says little and
+   exact matches must carry the ranking. `min_score` applies to relevance. Then
+   `score = relevance × decay × boosts`: decay for age beyond `recall_decay_after_days`
+   (half-life, floor), importance, tier (long-term facts up), other branches (down), the
+   named date (up), what a reference phrase points to (up).
 4. **Pack** best first until `top_k` or the token budget is reached, counting tokens with
    the model's tokenizer; a message already returned by a better memory (neighbouring
    chunks overlap by design) is not returned twice: the later memory keeps only its new
@@ -27,7 +31,9 @@ Why age is measured from the newest matching memory and not from the wall clock:
 who comes back after a quiet year asks about the same history as before, and an imported
 2023 conversation must not be wiped out by being old as a whole. What decay should do is
 let a recent memory beat an older one that matches as well; relative to the store's own
-present it does exactly that. A client can pass `as_of` to measure from a given time.
+present it does exactly that, and the floor keeps an old exact match ahead of a vague
+recent one. A client can pass `as_of` to measure from a given time. docs/benchmarks.md
+has what each of these choices bought on LoCoMo.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import asyncio
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -56,7 +62,7 @@ from app.recall.schemas import (
     ScoreParts,
     TimeWindow,
 )
-from app.recall.text import QueryTerms, coverage, has_cjk, query_terms
+from app.recall.text import Coverage, QueryTerms, has_cjk, query_terms
 from app.recall.when import TimeHint, find_time_hint, strip_phrase
 from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository, SearchFilter, SearchHit
@@ -87,6 +93,9 @@ class _Candidate:
         return self.importance * self.tier * self.branch * self.time * self.reference
 
 
+_Unit = tuple[tuple[str, ...], str]  # a memory's line: (its msg_ids, its text)
+
+
 @dataclass
 class _Packed:
     candidate: _Candidate
@@ -94,6 +103,8 @@ class _Packed:
     msg_ids: list[str]
     tokens: int
     trimmed: bool
+    part: int = 0
+    lines: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -116,6 +127,8 @@ class RecallService:
         # edited text is a new key): texts change rarely and tokenizing is the costliest
         # step of packing (~1 ms per memory).
         self._tokens: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._frame_tokens: dict[str, int] = {}
+        self._additive: bool | None = None  # splits_on_whitespace(), checked on first use
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
         started = time.perf_counter()
@@ -131,8 +144,8 @@ class RecallService:
         favoured = await self._favoured_sessions(request.namespace, parsed)
 
         candidates = await self._search(request, search_text, hint=hint, favoured=favoured)
-        self._score(candidates, request, parsed, terms=query_terms(search_text),
-                    chinese=has_cjk(search_text), hint=hint, favoured=favoured)
+        matcher = self._score(candidates, request, parsed, terms=query_terms(search_text),
+                              chinese=has_cjk(search_text), hint=hint, favoured=favoured)
         if parsed.reference_only:
             # "记得刚才说的吗" alone: the cue is the whole match for the sessions it names.
             for c in candidates:
@@ -143,7 +156,8 @@ class RecallService:
             # Near-equal scores (same to 3 decimals): the more recent memory first.
             key=lambda c: (round(c.score, 3), c.when, c.memory.id), reverse=True,
         )
-        packed = self._pack(ranked, top_k=request.top_k, max_tokens=max_tokens)
+        packed = self._pack(ranked, top_k=request.top_k, max_tokens=max_tokens,
+                            matcher=matcher)
         packed.sort(key=lambda p: (_layer(p.candidate.memory) != Layer.longterm,
                                    -p.candidate.score))
         self._hits.record(request.namespace, [p.candidate.memory.id for p in packed])
@@ -151,7 +165,7 @@ class RecallService:
         language = request.language
         if language == BlockLanguage.auto:
             language = BlockLanguage.zh if has_cjk(request.query) else BlockLanguage.en
-        block = render_block(packed, language=language)
+        block, frame = render_block(packed, language=language)
         return RecallResponse(
             namespace=request.namespace,
             query=request.query,
@@ -163,7 +177,7 @@ class RecallService:
             min_score=round(min_score, 4),
             language=language.value,
             block=block,
-            block_tokens=self._pool.count_tokens(block) if block else 0,
+            block_tokens=self._block_tokens(block, frame, packed),
             reference=ReferenceInfo(phrase=parsed.reference.phrase,
                                     scope=parsed.reference.scope.value)
             if parsed.reference else None,
@@ -192,19 +206,19 @@ class RecallService:
                       favoured: set[str]) -> list[_Candidate]:
         where = self._filter(request)
         limit = max(self._settings.recall_candidates, request.top_k * 3)
-        # The keyword search needs no vector: it runs while the query is being embedded.
-        embedding = asyncio.create_task(self._pool.embed_query(text))
+        # The keyword search needs no vector: it runs while the query is being embedded,
+        # and the vector search starts the moment the embedding is there.
+        keyword = asyncio.create_task(self._repo.text_search(text, where, limit=limit))
         try:
-            keyword_hits, keyword_vectors = await self._repo.text_search(text, where,
-                                                                         limit=limit)
-            query_vector = await embedding
+            query_vector, exact = await asyncio.gather(
+                self._pool.embed_query(text), self._exact_search(request.namespace))
+            vector = query_vector.tolist()
+            vector_hits = list(await self._repo.vector_search(vector, where, limit=limit,
+                                                              exact=exact))
+            keyword_hits, keyword_vectors = await keyword
         finally:
-            if not embedding.done():
-                embedding.cancel()
-        vector = query_vector.tolist()
-        exact = await self._exact_search(request.namespace)
-        vector_hits = list(await self._repo.vector_search(vector, where, limit=limit,
-                                                          exact=exact))
+            if not keyword.done():
+                keyword.cancel()
         # What a date or a reference phrase points to competes even if the plain searches
         # ranked it too low: a small extra search inside that window or session.
         if hint is not None:
@@ -256,11 +270,13 @@ class RecallService:
 
     def _score(self, candidates: list[_Candidate], request: RecallRequest, parsed: ParsedQuery,
                *, terms: QueryTerms, chinese: bool, hint: TimeHint | None,
-               favoured: set[str]) -> None:
+               favoured: set[str]) -> Coverage | None:
+        """Score every candidate in place; returns the query's term weights over them."""
         if not candidates:
-            return
+            return None
         s = self._settings
-        covered = coverage(terms, [c.memory.text for c in candidates])
+        matcher = Coverage(terms, [c.memory.text for c in candidates]) if terms else None
+        covered = matcher.scores if matcher else [0.0] * len(candidates)
         best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
         best_bm25 = candidates[best].bm25
         best_cover = covered[best] if best_bm25 > 0 else 0.0
@@ -287,6 +303,7 @@ class RecallService:
             if about_question and c.memory.category == "question":
                 c.reference *= s.recall_reference_boost
             c.score = c.relevance * c.decay * c.boost
+        return matcher
 
     def _decay(self, memory: MemoryRecord, reference: datetime | None) -> float:
         s = self._settings
@@ -302,8 +319,16 @@ class RecallService:
 
     # --- packing -----------------------------------------------------------------------
 
-    def _pack(self, ranked: Sequence[_Candidate], *, top_k: int, max_tokens: int
-              ) -> list[_Packed]:
+    def _pack(self, ranked: Sequence[_Candidate], *, top_k: int, max_tokens: int,
+              matcher: Coverage | None) -> list[_Packed]:
+        """Best first until `top_k` memories or `max_tokens` tokens.
+
+        Lines (messages) already returned by a better memory are left out. With focus on,
+        a memory whose lines match the query unevenly first contributes only its matching
+        lines ("core"); once the ranking is exhausted or the budget full, the packed
+        memories get their other lines back, best memory first, while the budget allows.
+        """
+        mode = self._settings.recall_pack_focus
         packed: list[_Packed] = []
         used = 0
         returned: set[tuple[str, int]] = set()
@@ -313,13 +338,15 @@ class RecallService:
                 break
             units = _lines(c.memory)
             part = c.memory.part if len(c.memory.msg_ids) == 1 else 0
-            fresh = [(ids, line) for ids, line in units
-                     if any((i, part) not in returned for i in ids)]
+            fresh = [u for u in units if any((i, part) not in returned for i in u[0])]
             if not fresh:
                 continue  # every message already returned by a better memory
-            trimmed = len(fresh) < len(units)
-            text = "\n".join(line for _, line in fresh) if trimmed else c.memory.text
-            tokens = self._pool.count_tokens(text) if trimmed else self._memory_tokens(c.memory)
+            core = self._core(fresh, matcher) if mode != "off" else fresh
+            choice = core if mode == "lines" else fresh
+            tokens = self._units_tokens(c.memory, units, choice)
+            if used + tokens > max_tokens and mode == "fallback" and len(core) < len(fresh):
+                choice = core
+                tokens = self._units_tokens(c.memory, units, choice)
             if used + tokens > max_tokens:
                 # Try smaller memories further down, but not forever: each try costs a
                 # tokenization, and far down the list they barely match.
@@ -327,12 +354,66 @@ class RecallService:
                 if misses > 2 * top_k:
                     break
                 continue
-            msg_ids = [i for ids, _ in fresh for i in ids if i != c.memory.id]
-            returned.update((i, part) for ids, _ in fresh for i in ids)
-            packed.append(_Packed(c, text, msg_ids, tokens, trimmed))
+            returned.update((i, part) for ids, _ in choice for i in ids)
+            packed.append(self._packed(c, units, choice, tokens, part))
             used += tokens
+        if mode == "lines":
+            for index, p in enumerate(packed):
+                units = _lines(p.candidate.memory)
+                extra = [u for u in units if u[1] not in p.lines
+                         and any((i, p.part) not in returned for i in u[0])]
+                if not extra:
+                    continue
+                choice = [u for u in units if u[1] in p.lines or u in extra]
+                tokens = self._units_tokens(p.candidate.memory, units, choice)
+                if used - p.tokens + tokens <= max_tokens:
+                    returned.update((i, p.part) for ids, _ in extra for i in ids)
+                    used += tokens - p.tokens
+                    packed[index] = self._packed(p.candidate, units, choice, tokens, p.part)
         return packed
 
+    def _core(self, units: list[_Unit], matcher: Coverage | None) -> list[_Unit]:
+        """The lines that carry the memory's keyword match: at least `recall_focus_ratio`
+        of its best line's share of the query terms."""
+        if matcher is None or len(units) < 2:
+            return units
+        shares = [matcher.share(line) for _, line in units]
+        best = max(shares)
+        if best <= 0:
+            return units  # matched as a whole (by meaning): no line stands out
+        ratio = self._settings.recall_focus_ratio
+        return [u for u, share in zip(units, shares, strict=True) if share >= ratio * best]
+
+    def _packed(self, c: _Candidate, units: list[_Unit], choice: list[_Unit], tokens: int,
+                part: int) -> _Packed:
+        whole = len(choice) == len(units)
+        text = c.memory.text if whole else "\n".join(line for _, line in choice)
+        msg_ids = [i for ids, _ in choice for i in ids if i != c.memory.id]
+        return _Packed(c, text, msg_ids, tokens, not whole, part,
+                       frozenset(line for _, line in choice))
+
+    def _units_tokens(self, memory: MemoryRecord, units: list[_Unit], choice: list[_Unit]
+                      ) -> int:
+        if len(choice) == len(units):
+            return self._memory_tokens(memory)
+        return self._pool.count_tokens("\n".join(line for _, line in choice))
+
+    def _block_tokens(self, block: str, frame: Sequence[str], packed: Sequence[_Packed]) -> int:
+        if not block:
+            return 0
+        if self._additive is None:
+            self._additive = splits_on_whitespace(self._pool.count_tokens)
+        if not self._additive:
+            return self._pool.count_tokens(block)
+        total = sum(p.tokens for p in packed)
+        for piece in frame:
+            tokens = self._frame_tokens.get(piece)
+            if tokens is None:
+                if len(self._frame_tokens) > _TOKEN_CACHE_SIZE:
+                    self._frame_tokens.clear()
+                tokens = self._frame_tokens[piece] = self._pool.count_tokens(piece)
+            total += tokens
+        return total
 
     def _memory_tokens(self, memory: MemoryRecord) -> int:
         key = (memory.id, len(memory.text), hash(memory.text))
@@ -390,7 +471,7 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
-def _lines(memory: MemoryRecord) -> list[tuple[tuple[str, ...], str]]:
+def _lines(memory: MemoryRecord) -> list[_Unit]:
     """The memory's text as (msg_ids, line) units: one line per message ("role: content").
 
     A message whose content holds line breaks is rejoined by splitting only before a role
@@ -451,20 +532,40 @@ def _date(memory: MemoryRecord) -> str:
     return first if first == last else f"{first} – {last}"
 
 
-def render_block(packed: Sequence[_Packed], *, language: BlockLanguage) -> str:
+def render_block(packed: Sequence[_Packed], *, language: BlockLanguage
+                 ) -> tuple[str, list[str]]:
     """The text to append to the system prompt: a preface, then each memory with its date,
-    long-term facts first (with headings when both layers are present)."""
+    long-term facts first (with headings when both layers are present).
+
+    Returns the block and its frame: every piece of it that is not memory text (preface,
+    headings, "- [date]" markers), each set off from its neighbours by whitespace.
+    """
     if not packed:
-        return ""
+        return "", []
     layers = {_layer(p.candidate.memory) for p in packed}
     parts = [_PREFACE[language], ""]
+    frame = [_PREFACE[language]]
     current: Layer | None = None
     for p in packed:
         layer = _layer(p.candidate.memory)
         if len(layers) > 1 and layer != current:
             parts.append(_HEADINGS[language][layer])
+            frame.append(_HEADINGS[language][layer])
             current = layer
         date = _date(p.candidate.memory)
-        body = p.text.replace("\n", "\n  ")
-        parts.append(f"- [{date}] {body}" if date else f"- {body}")
-    return "\n".join(parts)
+        marker = f"- [{date}]" if date else "-"
+        parts.append(f"{marker} {p.text.replace(chr(10), chr(10) + '  ')}")
+        frame.append(marker)
+    return "\n".join(parts), frame
+
+
+def splits_on_whitespace(count_tokens: Callable[[str], int]) -> bool:
+    """Whether a text's token count is the sum of its whitespace-separated pieces' counts.
+
+    True for WordPiece (the default model) and other tokenizers that split on whitespace
+    before anything else; then the block's count is its frame's plus the memories' (known
+    already), exactly, without tokenizing 1,500 tokens again (~2.5 ms per recall).
+    """
+    pieces = ["以下是你记得的信息。", "- [2023-05-08]", "user: Caroline: I went to a LGBTQ "
+              "support group yesterday!", "assistant: 好的，下周二上午体检 (9:30)。", "Details:"]
+    return count_tokens("\n  ".join(pieces)) == sum(count_tokens(p) for p in pieces)

@@ -98,34 +98,60 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+class Coverage:
+    """The IDF-weighted share of the query's terms each of a set of texts contains (0–1).
+
+    Built on the query's candidate memories, which are also the IDF corpus (see the module
+    docstring); `share` then scores any other text, such as one line of a memory, with the
+    same term weights.
+    """
+
+    def __init__(self, terms: QueryTerms, documents: Sequence[str]) -> None:
+        self._terms = [(t, False) for t in sorted(terms.latin)] + \
+            [(t, True) for t in sorted(terms.cjk)]
+        self._latin: re.Pattern[str] | None = None
+        if terms.latin:
+            # One regex pass per text instead of tokenizing it in Python (the hot spot of a
+            # recall): an English term matches a word that starts with it ("research" finds
+            # "researched"), which is what the light stemming on the query side aims at.
+            alternatives = "|".join(re.escape(t) for t in sorted(terms.latin, key=len,
+                                                                  reverse=True))
+            self._latin = re.compile(rf"(?<![a-z0-9])(?:{alternatives})")
+        present = [self._present(d) for d in documents]
+        n = len(documents)
+        self._weights: list[float] = []
+        for column in zip(*present, strict=True) if present else ():
+            # A term no candidate holds weighs like a rare one, not more: it cannot tell the
+            # candidates apart, and it is as often the question's scaffolding ("安排",
+            # "scheduled") as something the store lacks.
+            df = max(1, sum(column))
+            self._weights.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+        self._total = sum(self._weights)
+        self.scores = [self._share(row) for row in present]
+
+    def _present(self, text: str) -> list[bool]:
+        lowered = text.lower()
+        found = set(self._latin.findall(lowered)) if self._latin else set()
+        return [(t in lowered) if cjk else (t in found) for t, cjk in self._terms]
+
+    def _share(self, row: Sequence[bool]) -> float:
+        if self._total <= 0:
+            return 0.0
+        return sum(w for w, hit in zip(self._weights, row, strict=True) if hit) / self._total
+
+    def share(self, text: str) -> float:
+        """The share of the query's terms in `text`, weighted as over the candidates."""
+        if not self._weights:
+            return 0.0
+        return self._share(self._present(text))
+
+
 def coverage(terms: QueryTerms, documents: Sequence[str]) -> list[float]:
     """For each document, the IDF-weighted share of the query terms it contains (0–1).
 
-    The documents are the query's candidate memories and also the IDF corpus (see the
-    module docstring). Empty query terms: every coverage is 0.
+    The documents are also the IDF corpus (see the module docstring). Empty query terms:
+    every coverage is 0.
     """
     if not terms or not documents:
         return [0.0] * len(documents)
-    lowered = [d.lower() for d in documents]
-    words = [latin_words(d) for d in lowered] if terms.latin else [set() for _ in lowered]
-    all_terms = [(t, False) for t in sorted(terms.latin)] + [(t, True) for t in sorted(terms.cjk)]
-    present = [
-        [(t in doc) if cjk else (t in doc_words) for doc, doc_words in zip(lowered, words,
-                                                                            strict=True)]
-        for t, cjk in all_terms
-    ]
-    n = len(documents)
-    weights = []
-    for column in present:
-        # A term no candidate holds weighs like a rare one, not more: it cannot tell the
-        # candidates apart, and it is as often the question's scaffolding ("安排",
-        # "scheduled") as something the store lacks.
-        df = max(1, sum(column))
-        weights.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
-    total = sum(weights)
-    if total <= 0:
-        return [0.0] * n
-    return [
-        sum(w for w, column in zip(weights, present, strict=True) if column[i]) / total
-        for i in range(n)
-    ]
+    return Coverage(terms, documents).scores

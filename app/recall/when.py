@@ -101,11 +101,11 @@ def _window(match: re.Match[str], reference: datetime) -> tuple[datetime, dateti
             end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
             return start, end
         date = datetime(year, month, day, tzinfo=UTC)
-    except ValueError:  # 31 February
+        if before:
+            return date - timedelta(days=15), date + timedelta(days=1)
+        return date - timedelta(days=1), date + timedelta(days=2)
+    except (ValueError, OverflowError):  # 31 February; a year beyond the calendar
         return None
-    if before:
-        return date - timedelta(days=15), date + timedelta(days=1)
-    return date - timedelta(days=1), date + timedelta(days=2)
 
 
 def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
@@ -124,8 +124,12 @@ def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
     for pattern, days_back, length in _RELATIVE:
         match = pattern.search(text)
         if match:
-            start = today - timedelta(days=days_back)
-            return TimeHint(start, start + timedelta(days=max(length, 1) + 1), match.group(0))
+            try:
+                start = today - timedelta(days=days_back)
+                end = start + timedelta(days=length + 1)
+            except OverflowError:  # an `as_of` at the edge of the calendar
+                return None
+            return TimeHint(start, end, match.group(0))
     return None
 
 
