@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     # because the bundled English-centred model's cosine says little about Chinese.
     recall_keyword_weight: float = Field(default=0.5, ge=0, le=1)
     recall_keyword_weight_zh: float = Field(default=0.6, ge=0, le=1)
+    # Short questions ("体检哪天", "Caroline's job") carry little meaning for the vector
+    # and are mostly their keywords: this much more keyword weight at one term, fading to
+    # none at `recall_short_query_terms` terms.
+    recall_short_query_bonus: float = Field(default=0.0, ge=0, le=0.5)
+    recall_short_query_terms: int = Field(default=4, ge=1, le=20)
     # The vector part maps cosine linearly from floor (0) to ceiling (1): for the bundled
     # MiniLM, unrelated text scores about 0.05 and a close paraphrase 0.55 or more. Another
     # model needs its own pair (they set what min_score means).
@@ -77,11 +82,17 @@ class Settings(BaseSettings):
     # Importance 10 multiplies the score by 1 + boost, importance 1 by about 1 - boost.
     recall_importance_boost: float = Field(default=0.05, ge=0, le=0.5)
     recall_tier_boost: bool = True
-    # Packing: "off" returns whole memories; "fallback" returns only a memory's matching
-    # lines when the whole does not fit; "lines" packs matching lines first and gives the
-    # memories their other lines back while the budget allows.
-    recall_pack_focus: Literal["off", "fallback", "lines"] = "off"
+    # Packing (RecallService._pack): "off" returns whole memories only; "fallback" returns a
+    # memory's matching lines when the whole does not fit; "lines" packs every memory's
+    # matching lines first and gives them their other lines back while the budget allows;
+    # "auto" does "lines" for one speaker's statements and "fallback" for dialogue.
+    recall_pack_focus: Literal["off", "fallback", "lines", "auto"] = "auto"
     recall_focus_ratio: float = Field(default=0.5, ge=0, le=1)
+    recall_focus_context: int = Field(default=0, ge=0, le=10)
+    # Second hop (RecallService._bridge): search again with the best statement's line when it
+    # holds less than this share of the question's terms.
+    recall_bridge: bool = True
+    recall_bridge_max_share: float = Field(default=0.9, ge=0, le=1)
     recall_other_branch_factor: float = Field(default=0.8, ge=0, le=1)
     # A reference phrase ("as I said before"): boost for what it points to, and the factor
     # applied to min_score (the user asserts the memory exists).

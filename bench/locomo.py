@@ -154,7 +154,10 @@ async def engram_client(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncCl
                                  "promote_daily_hits": 10**9, "promote_longterm_hits": 10**9}
     for item in args.set:
         key, _, value = item.partition("=")
-        overrides[key] = json.loads(value) if value[:1] in "[{0123456789-tf" else value
+        try:
+            overrides[key] = json.loads(value)  # numbers, true/false, lists
+        except json.JSONDecodeError:
+            overrides[key] = value  # a plain string
     settings = Settings(data_dir=Path(args.data_dir), environment="testing",
                         _env_file=None, **overrides)  # type: ignore[call-arg]
     app = create_app(settings)
@@ -214,6 +217,8 @@ class Outcome:
     turns: int
     memories: int
     seconds: float
+    first: list[str] = field(default_factory=list)  # msg_ids of the first memory
+    missed: list[str] = field(default_factory=list)  # evidence not returned
 
 
 @dataclass
@@ -242,6 +247,8 @@ async def recall_one(client: httpx.AsyncClient, q: Question, setting: Setting,
         turns=len(returned),
         memories=len(memories),
         seconds=seconds,
+        first=sorted(first),
+        missed=sorted(q.evidence - returned),
     )
 
 
@@ -301,6 +308,8 @@ async def evaluate(args: argparse.Namespace) -> str:
                                       for q in questions]
             print(f"  {setting.label}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
         cross = await unrelated(client, samples, extra) if args.cross else None
+    if args.dump:
+        write_dump(Path(args.dump), questions, results)
     title = f"{Path(args.data).name}" + (f" ({' '.join(args.set)})" if args.set else "")
     text = report(questions, results, settings, title=title)
     if cross is not None:
@@ -308,6 +317,19 @@ async def evaluate(args: argparse.Namespace) -> str:
                  f"{cross[0]:.0%} of the questions got any memory back, "
                  f"{cross[1]:.2f} memories per question on average.")
     return text
+
+
+def write_dump(path: Path, questions: list[Question],
+               results: dict[str, list[Outcome]]) -> None:
+    """Each question's outcome per setting, for looking at the misses (JSON lines)."""
+    rows = [json.dumps({
+        "namespace": q.namespace, "question": q.text, "category": q.category,
+        "evidence": sorted(q.evidence),
+        "results": {label: {"recall": round(outcomes[index].recall, 3),
+                            "first": outcomes[index].first, "missed": outcomes[index].missed}
+                    for label, outcomes in results.items()},
+    }, ensure_ascii=False) for index, q in enumerate(questions)]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
 async def unrelated(client: httpx.AsyncClient, samples: list[Sample],
@@ -350,6 +372,8 @@ def main() -> None:
     parser.add_argument("--url", default="", help="a running server instead of in-process")
     parser.add_argument("--api-key", default=os.environ.get("ENGRAM_API_KEY", ""))
     parser.add_argument("--out", default="", help="also append the markdown report here")
+    parser.add_argument("--dump", default="",
+                        help="write each question's outcome per setting here (JSON lines)")
     args = parser.parse_args()
     if not args.url and not args.data_dir:
         args.data_dir = tempfile.mkdtemp(prefix="engram-bench-")

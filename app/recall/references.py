@@ -91,8 +91,8 @@ _CUES: tuple[tuple[re.Pattern[str], ReferenceScope], ...] = (
 # Markers after which the real question starts. The question is the text after the *last*
 # marker ("…对了，我想问，那个…的活动，规模是什么？").
 _WRAPPER = re.compile(
-    r"(?:我?(?:真正|实际上?|其实|主要|就是)?想(?:问|知道)(?:的(?:问题)?)?(?:是|就是)?"
-    r"|我的问题(?:是|就是)|问题(?:是|就是))\s*[:：,，]"
+    r"(?:我?(?:真正|实际上?|其实|主要|就是)?想(?:问|知道|要?了解|弄清楚|搞清楚|确认)(?:的(?:问题)?)?(?:是|就是)?"
+    r"|我的问题(?:是|就是)|问题(?:是|就是))(?:这个|这样)?\s*[:：,，]"
     r"|(?<![A-Za-z])(?:what i (?:really |actually )?(?:want|wanted|meant) to (?:ask|know) is"
     r"|my (?:real |actual )?question is)\s*[:,]?",
     re.IGNORECASE,
@@ -133,3 +133,32 @@ def parse_query(query: str) -> ParsedQuery:
             break
     return ParsedQuery(text=text, original=query, reference=cue, unwrapped=unwrapped,
                        reference_only=reference_only)
+
+
+# Where a compound query starts another question: after a question mark, or at "另外 / 还有 /
+# 此外 / also / and another thing" ("我表哥多大了？另外，音乐光影之旅的规模是什么？").
+_PART_BREAK = re.compile(
+    r"(?<=[?？])\s*"
+    r"|[,，;；。.!！]?\s*(?:另外|此外|还有就是|还有|顺便问一?下|and also|also|another thing)"
+    r"\s*[,，:：]\s*",
+    re.IGNORECASE,
+)
+_MAX_PARTS = 4
+
+
+def split_questions(text: str) -> list[str]:
+    """The sub-questions of a compound query, each searched on its own so that the second
+    question is not drowned by the first (one part for most queries). Pieces too short to
+    be a question stay with the one before them."""
+    parts: list[str] = []
+    for piece in _PART_BREAK.split(text):
+        piece = piece.strip(" ,，;；")
+        if not piece:
+            continue
+        if parts and len(piece) < _MIN_QUESTION_CHARS:
+            parts[-1] = f"{parts[-1]} {piece}"
+        else:
+            parts.append(piece)
+    if len(parts) > _MAX_PARTS:
+        parts = [*parts[:_MAX_PARTS - 1], " ".join(parts[_MAX_PARTS - 1:])]
+    return parts or [text]

@@ -51,7 +51,7 @@ import numpy as np
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.recall.hits import HitRecorder
-from app.recall.references import ParsedQuery, ReferenceScope, parse_query
+from app.recall.references import ParsedQuery, ReferenceScope, parse_query, split_questions
 from app.recall.schemas import (
     BlockLanguage,
     Layer,
@@ -143,9 +143,8 @@ class RecallService:
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
 
-        candidates = await self._search(request, search_text, hint=hint, favoured=favoured)
-        matcher = self._score(candidates, request, parsed, terms=query_terms(search_text),
-                              chinese=has_cjk(search_text), hint=hint, favoured=favoured)
+        candidates, matcher = await self._candidates(request, parsed, search_text,
+                                                     hint=hint, favoured=favoured)
         if parsed.reference_only:
             # "记得刚才说的吗" alone: the cue is the whole match for the sessions it names.
             for c in candidates:
@@ -201,6 +200,68 @@ class RecallService:
             time_from=request.time_from,
             time_to=request.time_to,
         )
+
+    async def _candidates(self, request: RecallRequest, parsed: ParsedQuery, text: str, *,
+                          hint: TimeHint | None, favoured: set[str]
+                          ) -> tuple[list[_Candidate], Coverage | None]:
+        """Searched and scored candidates, and the query's term weights over them.
+
+        A compound query ("我表哥多大了？另外，音乐光影之旅的规模是什么？") is searched and
+        scored per sub-question, concurrently (their embeddings share one model batch); a
+        memory keeps its best score over the parts, so the second question's answer is not
+        outranked by the first question's weak matches.
+        """
+        parts = [p for p in split_questions(text) if query_terms(p)]
+        if len(parts) < 2:
+            parts = [text]
+
+        async def one(part: str) -> tuple[list[_Candidate], Coverage | None]:
+            found = await self._search(request, part, hint=hint, favoured=favoured)
+            return found, self._score(found, request, parsed, terms=query_terms(part),
+                                      chinese=has_cjk(part), hint=hint, favoured=favoured)
+
+        results = await asyncio.gather(*(one(part) for part in parts))
+        if self._settings.recall_bridge:
+            bridges = [b for b in (self._bridge(part, found, matcher)
+                                   for part, (found, matcher) in zip(parts, results,
+                                                                     strict=True)) if b]
+            if bridges:
+                results += await asyncio.gather(*(one(b) for b in bridges))
+        if len(results) == 1:
+            return results[0]
+        best: dict[str, _Candidate] = {}
+        for found, _ in results:
+            for c in found:
+                kept = best.get(c.memory.id)
+                if kept is None or c.score > kept.score:
+                    best[c.memory.id] = c
+        merged = list(best.values())
+        terms = query_terms(text)
+        return merged, Coverage(terms, [c.memory.text for c in merged]) if terms else None
+
+    def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
+                ) -> str | None:
+        """A second-hop query: the best memory's best-matching line plus the question, when
+        that line answers only part of it ("那个规模是五百人的活动，时间是什么？" finds
+        "烹饪乐聚团建盛宴的规模是五百人"; the hop then finds that event's time).
+
+        Only from one speaker's statements, whose lines name the thing they are about; the
+        best line of a dialogue mostly repeats the question's own words, and hopping from
+        it cost LoCoMo 2.5 points (docs/benchmarks.md).
+        """
+        if matcher is None or not found:
+            return None
+        top = max(found, key=lambda c: c.score)
+        units = _lines(top.memory)
+        if not _one_speaker(units):
+            return None
+        lines = [line for _, line in units]
+        shares = [matcher.share(line) for line in lines]
+        best = max(range(len(lines)), key=lambda i: shares[i])
+        if not 0 < shares[best] < self._settings.recall_bridge_max_share:
+            return None
+        line = lines[best].split(": ", 1)[-1]
+        return f"{line} {part}"
 
     async def _search(self, request: RecallRequest, text: str, *, hint: TimeHint | None,
                       favoured: set[str]) -> list[_Candidate]:
@@ -281,6 +342,10 @@ class RecallService:
         best_bm25 = candidates[best].bm25
         best_cover = covered[best] if best_bm25 > 0 else 0.0
         weight = s.recall_keyword_weight_zh if chinese else s.recall_keyword_weight
+        if terms and s.recall_short_query_bonus:
+            n = len(terms.latin) + len(terms.cjk)
+            fade = max(0.0, 1 - (n - 1) / max(1, s.recall_short_query_terms - 1))
+            weight = min(1.0, weight + s.recall_short_query_bonus * fade)
         span = max(1e-6, s.recall_cosine_ceiling - s.recall_cosine_floor)
         reference = _utc(request.as_of) if request.as_of else _newest(candidates)
         about_question = parsed.reference is not None and parsed.reference.about_question
@@ -323,13 +388,18 @@ class RecallService:
               matcher: Coverage | None) -> list[_Packed]:
         """Best first until `top_k` memories or `max_tokens` tokens.
 
-        Lines (messages) already returned by a better memory are left out. With focus on,
-        a memory whose lines match the query unevenly first contributes only its matching
-        lines ("core"); once the ranking is exhausted or the budget full, the packed
-        memories get their other lines back, best memory first, while the budget allows.
+        Lines (messages) already returned by a better memory are left out. A memory that
+        does not fit whole contributes its core: the lines that match the query (see
+        `_core`). A memory of one speaker's statements (notes, a list of facts) is packed as
+        its core first, since its other lines are unrelated facts; once the ranking is
+        exhausted or the budget full, those memories get their other lines back, best
+        first, while the budget allows. A dialogue keeps its turns together: the answer to
+        a question rarely repeats its words (on LoCoMo, packing dialogue by matching lines
+        cost 6 points at 500 tokens; only as a fallback it gained 2).
         """
         mode = self._settings.recall_pack_focus
         packed: list[_Packed] = []
+        focused: list[int] = []  # packed memories that may get their other lines back
         used = 0
         returned: set[tuple[str, int]] = set()
         misses = 0
@@ -341,10 +411,12 @@ class RecallService:
             fresh = [u for u in units if any((i, part) not in returned for i in u[0])]
             if not fresh:
                 continue  # every message already returned by a better memory
-            core = self._core(fresh, matcher) if mode != "off" else fresh
-            choice = core if mode == "lines" else fresh
+            core = fresh if mode == "off" else self._core(fresh, matcher)
+            core_first = len(core) < len(fresh) and (
+                mode == "lines" or (mode == "auto" and _one_speaker(units)))
+            choice = core if core_first else fresh
             tokens = self._units_tokens(c.memory, units, choice)
-            if used + tokens > max_tokens and mode == "fallback" and len(core) < len(fresh):
+            if used + tokens > max_tokens and len(core) < len(choice):
                 choice = core
                 tokens = self._units_tokens(c.memory, units, choice)
             if used + tokens > max_tokens:
@@ -354,22 +426,24 @@ class RecallService:
                 if misses > 2 * top_k:
                     break
                 continue
+            if core_first:
+                focused.append(len(packed))
             returned.update((i, part) for ids, _ in choice for i in ids)
             packed.append(self._packed(c, units, choice, tokens, part))
             used += tokens
-        if mode == "lines":
-            for index, p in enumerate(packed):
-                units = _lines(p.candidate.memory)
-                extra = [u for u in units if u[1] not in p.lines
-                         and any((i, p.part) not in returned for i in u[0])]
-                if not extra:
-                    continue
-                choice = [u for u in units if u[1] in p.lines or u in extra]
-                tokens = self._units_tokens(p.candidate.memory, units, choice)
-                if used - p.tokens + tokens <= max_tokens:
-                    returned.update((i, p.part) for ids, _ in extra for i in ids)
-                    used += tokens - p.tokens
-                    packed[index] = self._packed(p.candidate, units, choice, tokens, p.part)
+        for index in focused:
+            p = packed[index]
+            units = _lines(p.candidate.memory)
+            extra = [u for u in units if u[1] not in p.lines
+                     and any((i, p.part) not in returned for i in u[0])]
+            if not extra:
+                continue
+            choice = [u for u in units if u[1] in p.lines or u in extra]
+            tokens = self._units_tokens(p.candidate.memory, units, choice)
+            if used - p.tokens + tokens <= max_tokens:
+                returned.update((i, p.part) for ids, _ in extra for i in ids)
+                used += tokens - p.tokens
+                packed[index] = self._packed(p.candidate, units, choice, tokens, p.part)
         return packed
 
     def _core(self, units: list[_Unit], matcher: Coverage | None) -> list[_Unit]:
@@ -382,7 +456,10 @@ class RecallService:
         if best <= 0:
             return units  # matched as a whole (by meaning): no line stands out
         ratio = self._settings.recall_focus_ratio
-        return [u for u, share in zip(units, shares, strict=True) if share >= ratio * best]
+        around = self._settings.recall_focus_context
+        hits = [i for i, share in enumerate(shares) if share >= ratio * best]
+        keep = {j for i in hits for j in range(i - around, i + around + 1)}
+        return [u for i, u in enumerate(units) if i in keep]
 
     def _packed(self, c: _Candidate, units: list[_Unit], choice: list[_Unit], tokens: int,
                 part: int) -> _Packed:
@@ -485,6 +562,11 @@ def _lines(memory: MemoryRecord) -> list[_Unit]:
         if len(lines) == len(ids):
             return [((i,), line) for i, line in zip(ids, lines, strict=True)]
     return [(tuple(ids) or (memory.id,), memory.text)]
+
+
+def _one_speaker(units: Sequence[_Unit]) -> bool:
+    """Whether every line of a memory comes from the same speaker ("role: …" prefix)."""
+    return len(units) > 1 and len({line.split(":", 1)[0] for _, line in units}) == 1
 
 
 def _layer(memory: MemoryRecord) -> Layer:

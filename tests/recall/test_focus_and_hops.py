@@ -1,0 +1,146 @@
+"""Compound questions, second hops and packing by lines, through POST /v1/recall.
+
+Chinese and English each: a user's notes are one speaker's statements, several per memory
+(one session of six messages is one memory), mixed with unrelated chit-chat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import store
+from tests.recall.test_recall_api import recall
+
+ZH_NOTES = [
+    "今天天气不错，下午出去散步了。",
+    "我表哥今年三十八岁了。",
+    "最近在追一部电视剧，剧情挺好看的。",
+    "晚饭做了西红柿炒鸡蛋，味道还可以。",
+    "音乐光影之旅的时间是下周六晚上七点。",
+    "昨天晚上睡得有点晚。",
+    "音乐光影之旅的规模是五百人。",
+    "中午吃了一碗牛肉面，有点辣。",
+    "最近总是想喝奶茶。",
+    "我养的猫今天又把花盆打翻了。",
+    "下午开了一个很长的会。",
+    "周末想去图书馆看看书。",
+]
+EN_NOTES = [
+    "The weather was nice, I went for a walk after lunch.",
+    "My cousin Daniel turned thirty-eight this spring.",
+    "I'm watching a new series, the plot is pretty good so far.",
+    "Made tomato and egg stir fry for dinner, it was fine.",
+    "The Harbour Lights Gala starts at seven on Saturday evening.",
+    "Slept a bit late last night.",
+    "The Harbour Lights Gala will have five hundred guests.",
+    "Had a bowl of beef noodles for lunch, quite spicy.",
+    "I keep craving bubble tea lately.",
+    "My cat knocked over the flower pot again today.",
+    "Sat through a very long meeting this afternoon.",
+    "Thinking of going to the library this weekend.",
+]
+
+
+async def store_notes(client: Any, notes: list[str], *, namespace: str) -> None:
+    """Two sessions of six notes each: two memories of one speaker's statements."""
+    for s in range(0, len(notes), 6):
+        messages = [{"msg_id": f"n{s + i}", "role": "user", "content": note}
+                    for i, note in enumerate(notes[s:s + 6])]
+        await store(client, messages, namespace=namespace, session_id=f"day{s // 6}")
+
+
+def returned_ids(body: dict[str, Any]) -> set[str]:
+    return {i for m in body["memories"] for i in m["msg_ids"]}
+
+
+class TestCompoundQuestions:
+    async def test_both_questions_are_answered_within_a_small_budget(self, client: Any
+                                                                      ) -> None:
+        await store_notes(client, ZH_NOTES, namespace="zh")
+        await store_notes(client, EN_NOTES, namespace="en")
+        for namespace, query in (
+            ("zh", "我表哥今年多大了？另外，音乐光影之旅的规模是什么？"),
+            ("en", "How old is my cousin Daniel? Also, how many guests will the Harbour "
+                   "Lights Gala have?"),
+        ):
+            body = await recall(client, query, namespace=namespace, max_tokens=60,
+                                min_score=0)
+            assert {"n1", "n6"} <= returned_ids(body), (namespace, body["memories"])
+            assert body["tokens"] <= 60
+
+
+# Another day's notes that share the question's common words (event, time), not the
+# event's name or size.
+ZH_OTHER = [
+    "公司年会的时间还没定下来。", "上次的活动人太多了，排了很久的队。", "今天的会议时间改到了下午。",
+    "我们小区的活动挺热闹的。", "周末的活动取消了，有点可惜。", "体育馆的开放时间是早上八点。",
+]
+EN_OTHER = [
+    "The office party time has not been set yet.", "The bakery was so crowded we "
+    "queued for an hour.", "Today's meeting time moved to the afternoon.",
+    "Our neighbourhood picnic was fun.", "The weekend hike was "
+    "cancelled, a pity.", "The gym opens at eight in the morning.",
+]
+
+
+class TestSecondHop:
+    async def test_the_fact_named_by_another_fact_is_found(self, client: Any) -> None:
+        """The question names the event only by its size; its time is in another memory
+        (another day) that shares nothing with the question but the event's name."""
+        await store_notes(client, ZH_NOTES + ZH_OTHER, namespace="zh")
+        await store_notes(client, EN_NOTES + EN_OTHER, namespace="en")
+        for namespace, query in (
+            ("zh", "那个规模是五百人的活动，时间是什么？"),
+            ("en", "The event with five hundred guests: what time does it start?"),
+        ):
+            body = await recall(client, query, namespace=namespace, max_tokens=50)
+            assert {"n6", "n4"} <= returned_ids(body), (namespace, body["memories"])
+
+
+class TestPackingByLines:
+    async def test_statements_give_their_matching_line_first(self, client: Any) -> None:
+        await store_notes(client, ZH_NOTES, namespace="zh")
+        body = await recall(client, "我表哥今年多大了", namespace="zh", max_tokens=30)
+        first = body["memories"][0]
+        assert first["msg_ids"] == ["n1"] and first["trimmed"], first
+        assert body["tokens"] <= 30
+
+    async def test_statements_get_their_other_lines_back_when_the_budget_allows(
+            self, client: Any) -> None:
+        await store_notes(client, EN_NOTES, namespace="en")
+        body = await recall(client, "How old is my cousin Daniel?", namespace="en",
+                            max_tokens=1500, min_score=0)
+        assert {f"n{i}" for i in range(12)} <= returned_ids(body)
+
+    async def test_a_dialogue_that_does_not_fit_gives_its_matching_turns(
+            self, client: Any) -> None:
+        """Whole dialogue chunks stay whole while they fit; the one that does not fit is
+        not skipped but cut to the turns that match."""
+        turns = [
+            ("user", "Did you see the game last night?"),
+            ("assistant", "I did not, how was it?"),
+            ("user", "Great match, it went to overtime."),
+            ("assistant", "Nice. By the way, your passport renewal appointment is on "
+                          "the 14th of March at the consulate."),
+            ("user", "Thanks, I'll bring the old passport and two photos."),
+            ("assistant", "Good idea, they also ask for the application form."),
+        ]
+        await store(client, [{"msg_id": f"t{i}", "role": role, "content": text}
+                             for i, (role, text) in enumerate(turns)], namespace="chat")
+        body = await recall(client, "When is my passport renewal appointment?",
+                            namespace="chat", max_tokens=45)
+        assert body["memories"], body
+        assert "t3" in returned_ids(body)
+        assert body["tokens"] <= 45
+        whole = await recall(client, "When is my passport renewal appointment?",
+                             namespace="chat", max_tokens=1500)
+        assert not whole["memories"][0]["trimmed"]
+
+
+class TestNoisyWrapper:
+    async def test_the_question_after_the_chit_chat_is_searched(self, client: Any) -> None:
+        await store_notes(client, ZH_NOTES, namespace="zh")
+        query = ("今天天气真好，适合出去散散步。昨天看的电视剧真是让人意犹未尽。"
+                 "哎，我真正想弄清楚的是，我表哥今年多大了？")
+        body = await recall(client, query, namespace="zh", max_tokens=60)
+        assert body["memories"][0]["msg_ids"] == ["n1"], body["memories"]
