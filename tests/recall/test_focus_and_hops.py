@@ -72,8 +72,9 @@ class TestCompoundQuestions:
 # Another day's notes that share the question's common words (event, time), not the
 # event's name or size.
 ZH_OTHER = [
-    "公司年会的时间还没定下来。", "上次的活动人太多了，排了很久的队。", "今天的会议时间改到了下午。",
-    "我们小区的活动挺热闹的。", "周末的活动取消了，有点可惜。", "体育馆的开放时间是早上八点。",
+    "公司年会的时间还没定下来。", "上次的活动人太多了，排了很久的队。",
+    "今天的会议时间改到了下午。", "我们小区的活动挺热闹的。", "周末的活动取消了，有点可惜。",
+    "体育馆的开放时间是早上八点。",
 ]
 EN_OTHER = [
     "The office party time has not been set yet.", "The bakery was so crowded we "
