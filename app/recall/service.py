@@ -104,7 +104,8 @@ class _Packed:
     tokens: int
     trimmed: bool
     part: int = 0
-    lines: frozenset[str] = frozenset()
+    units: list[_Unit] = field(default_factory=list)  # all the memory's lines
+    choice: list[_Unit] = field(default_factory=list)  # the lines returned
 
 
 @dataclass
@@ -123,11 +124,10 @@ class RecallService:
         self._hits = hits
         self._settings = settings
         self._sizes = _SizeCache()
-        # Token counts of whole memories, keyed by id and the text's length and hash (an
-        # edited text is a new key): texts change rarely and tokenizing is the costliest
-        # step of packing (~1 ms per memory).
-        self._tokens: OrderedDict[tuple[str, int, int], int] = OrderedDict()
-        self._frame_tokens: dict[str, int] = {}
+        # Token counts of texts (memories, their trimmed lines, block frame pieces), keyed
+        # by the text's length and hash (an edited text is a new key): texts change rarely
+        # and tokenizing is the costliest step of packing (~1 ms per memory).
+        self._tokens: OrderedDict[tuple[int, int], int] = OrderedDict()
         self._additive: bool | None = None  # splits_on_whitespace(), checked on first use
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
@@ -211,22 +211,24 @@ class RecallService:
         memory keeps its best score over the parts, so the second question's answer is not
         outranked by the first question's weak matches.
         """
-        parts = [p for p in split_questions(text) if query_terms(p)]
+        terms = query_terms(text)
+        parts = [(p, t) for p in split_questions(text) if (t := query_terms(p))]
         if len(parts) < 2:
-            parts = [text]
+            parts = [(text, terms)]
 
-        async def one(part: str) -> tuple[list[_Candidate], Coverage | None]:
+        async def one(part: str, part_terms: QueryTerms
+                      ) -> tuple[list[_Candidate], Coverage | None]:
             found = await self._search(request, part, hint=hint, favoured=favoured)
-            return found, self._score(found, request, parsed, terms=query_terms(part),
+            return found, self._score(found, request, parsed, terms=part_terms,
                                       chinese=has_cjk(part), hint=hint, favoured=favoured)
 
-        results = await asyncio.gather(*(one(part) for part in parts))
+        results = await asyncio.gather(*(one(part, t) for part, t in parts))
         if self._settings.recall_bridge:
             bridges = [b for b in (self._bridge(part, found, matcher)
-                                   for part, (found, matcher) in zip(parts, results,
-                                                                     strict=True)) if b]
+                                   for (part, _), (found, matcher) in zip(parts, results,
+                                                                          strict=True)) if b]
             if bridges:
-                results += await asyncio.gather(*(one(b) for b in bridges))
+                results += await asyncio.gather(*(one(b, query_terms(b)) for b in bridges))
         if len(results) == 1:
             return results[0]
         best: dict[str, _Candidate] = {}
@@ -236,7 +238,6 @@ class RecallService:
                 if kept is None or c.score > kept.score:
                     best[c.memory.id] = c
         merged = list(best.values())
-        terms = query_terms(text)
         return merged, Coverage(terms, [c.memory.text for c in merged]) if terms else None
 
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
@@ -411,14 +412,19 @@ class RecallService:
             fresh = [u for u in units if any((i, part) not in returned for i in u[0])]
             if not fresh:
                 continue  # every message already returned by a better memory
-            core = fresh if mode == "off" else self._core(fresh, matcher)
-            core_first = len(core) < len(fresh) and (
-                mode == "lines" or (mode == "auto" and _one_speaker(units)))
-            choice = core if core_first else fresh
+            # The matching lines are worked out only when they can be used: packed first
+            # (statements), or in place of a whole that does not fit.
+            core: list[_Unit] | None = None
+            if mode == "lines" or (mode == "auto" and _one_speaker(units)):
+                core = self._core(fresh, matcher)
+            core_first = core is not None and len(core) < len(fresh)
+            choice = core if core is not None and core_first else fresh
             tokens = self._units_tokens(c.memory, units, choice)
-            if used + tokens > max_tokens and len(core) < len(choice):
-                choice = core
-                tokens = self._units_tokens(c.memory, units, choice)
+            if used + tokens > max_tokens and mode != "off" and not core_first:
+                core = core if core is not None else self._core(fresh, matcher)
+                if len(core) < len(fresh):
+                    choice = core
+                    tokens = self._units_tokens(c.memory, units, choice)
             if used + tokens > max_tokens:
                 # Try smaller memories further down, but not forever: each try costs a
                 # tokenization, and far down the list they barely match.
@@ -433,17 +439,16 @@ class RecallService:
             used += tokens
         for index in focused:
             p = packed[index]
-            units = _lines(p.candidate.memory)
-            extra = [u for u in units if u[1] not in p.lines
+            extra = [u for u in p.units if u not in p.choice
                      and any((i, p.part) not in returned for i in u[0])]
             if not extra:
                 continue
-            choice = [u for u in units if u[1] in p.lines or u in extra]
-            tokens = self._units_tokens(p.candidate.memory, units, choice)
+            choice = [u for u in p.units if u in p.choice or u in extra]
+            tokens = self._units_tokens(p.candidate.memory, p.units, choice)
             if used - p.tokens + tokens <= max_tokens:
                 returned.update((i, p.part) for ids, _ in extra for i in ids)
                 used += tokens - p.tokens
-                packed[index] = self._packed(p.candidate, units, choice, tokens, p.part)
+                packed[index] = self._packed(p.candidate, p.units, choice, tokens, p.part)
         return packed
 
     def _core(self, units: list[_Unit], matcher: Coverage | None) -> list[_Unit]:
@@ -466,14 +471,13 @@ class RecallService:
         whole = len(choice) == len(units)
         text = c.memory.text if whole else "\n".join(line for _, line in choice)
         msg_ids = [i for ids, _ in choice for i in ids if i != c.memory.id]
-        return _Packed(c, text, msg_ids, tokens, not whole, part,
-                       frozenset(line for _, line in choice))
+        return _Packed(c, text, msg_ids, tokens, not whole, part, units, choice)
 
     def _units_tokens(self, memory: MemoryRecord, units: list[_Unit], choice: list[_Unit]
                       ) -> int:
         if len(choice) == len(units):
-            return self._memory_tokens(memory)
-        return self._pool.count_tokens("\n".join(line for _, line in choice))
+            return self._count_tokens(memory.text)
+        return self._count_tokens("\n".join(line for _, line in choice))
 
     def _block_tokens(self, block: str, frame: Sequence[str], packed: Sequence[_Packed]) -> int:
         if not block:
@@ -482,21 +486,13 @@ class RecallService:
             self._additive = splits_on_whitespace(self._pool.count_tokens)
         if not self._additive:
             return self._pool.count_tokens(block)
-        total = sum(p.tokens for p in packed)
-        for piece in frame:
-            tokens = self._frame_tokens.get(piece)
-            if tokens is None:
-                if len(self._frame_tokens) > _TOKEN_CACHE_SIZE:
-                    self._frame_tokens.clear()
-                tokens = self._frame_tokens[piece] = self._pool.count_tokens(piece)
-            total += tokens
-        return total
+        return sum(p.tokens for p in packed) + sum(self._count_tokens(f) for f in frame)
 
-    def _memory_tokens(self, memory: MemoryRecord) -> int:
-        key = (memory.id, len(memory.text), hash(memory.text))
+    def _count_tokens(self, text: str) -> int:
+        key = (len(text), hash(text))
         tokens = self._tokens.get(key)
         if tokens is None:
-            tokens = self._tokens[key] = self._pool.count_tokens(memory.text)
+            tokens = self._tokens[key] = self._pool.count_tokens(text)
             if len(self._tokens) > _TOKEN_CACHE_SIZE:
                 self._tokens.popitem(last=False)
         else:
