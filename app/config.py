@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     # because the bundled English-centred model's cosine says little about Chinese.
     recall_keyword_weight: float = Field(default=0.5, ge=0, le=1)
     recall_keyword_weight_zh: float = Field(default=0.6, ge=0, le=1)
+    # In the ranking, the vector's weight shrinks by the share of the query's tokens the
+    # model does not know ([UNK]): its cosine cannot tell apart texts it cannot read.
+    recall_unknown_token_discount: bool = True
     # Short questions ("体检哪天", "Caroline's job") carry little meaning for the vector
     # and are mostly their keywords: this much more keyword weight at one term, fading to
     # none at `recall_short_query_terms` terms.
@@ -93,6 +96,8 @@ class Settings(BaseSettings):
     # holds less than this share of the question's terms.
     recall_bridge: bool = True
     recall_bridge_max_share: float = Field(default=0.9, ge=0, le=1)
+    # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).
+    recall_equivalents: bool = True
     recall_other_branch_factor: float = Field(default=0.8, ge=0, le=1)
     # A reference phrase ("as I said before"): boost for what it points to, and the factor
     # applied to min_score (the user asserts the memory exists).

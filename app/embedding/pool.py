@@ -165,6 +165,20 @@ class EmbeddingPool:
         """Tokens of `text` under the model's own tokenizer (WordPiece for the default model)."""
         return len(self.model.tokenizer.encode(text, add_special_tokens=False))
 
+    def unknown_share(self, text: str) -> float:
+        """The share of `text`'s tokens the model's vocabulary does not hold (0–1).
+
+        The bundled English model knows few Chinese characters: "快递年度盛典的持续时间" is
+        mostly [UNK] to it, so its vectors of Chinese texts all look alike and their cosine
+        says little. A multilingual model's share is ~0.
+        """
+        tokenizer = self.model.tokenizer
+        unknown = getattr(tokenizer, "unk_token_id", None)
+        if unknown is None:
+            return 0.0
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        return sum(1 for i in ids if i == unknown) / len(ids) if ids else 0.0
+
     async def close(self) -> None:
         if self._worker is not None:
             self._worker.cancel()

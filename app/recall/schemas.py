@@ -97,7 +97,7 @@ class RecallRequest(BaseModel):
 
 
 class ScoreParts(BaseModel):
-    """Why a memory scored as it did. `score = relevance × decay × boost`."""
+    """Why a memory scored as it did. `score = ranking × decay × boost`."""
 
     cosine: float = Field(description="Cosine similarity of query and memory embeddings.")
     vector: float = Field(
@@ -108,6 +108,10 @@ class ScoreParts(BaseModel):
         "the memory contains, half its BM25 score relative to the best keyword match, scaled "
         "by that match's share. 0 when no query word matched.")
     relevance: float = Field(description="Fused match score on which `min_score` applies.")
+    ranking: float = Field(
+        description="The match score the ranking uses: `relevance` with the vector's weight "
+        "scaled by the share of the query the embedding model can read (its tokens that are "
+        "not unknown to the model); equal to `relevance` for a query it reads whole.")
     decay: float = Field(
         description="Age discount, 0–1: 1 for memories up to 30 days older than the "
         "reference time (`as_of`), then halving every half-life toward a floor.")

@@ -16,8 +16,10 @@ Pipeline (one request):
    its BM25 relative to the best keyword hit, scaled by that hit's share. Both are absolute,
    so one `min_score` means the same in every store. `w` = `recall_keyword_weight`, higher
    for Chinese queries, where the bundled English-centred model's cosine says little and
-   exact matches must carry the ranking. `min_score` applies to relevance. Then
-   `score = relevance × decay × boosts`: decay for age beyond `recall_decay_after_days`
+   exact matches must carry the ranking. `min_score` applies to relevance. The ranking uses
+   the same mix with the vector's weight scaled by the share of the query the model can
+   read (`ranking`; most Chinese characters are [UNK] to the bundled model). Then
+   `score = ranking × decay × boosts`: decay for age beyond `recall_decay_after_days`
    (half-life, floor), importance, tier (long-term facts up), other branches (down), the
    named date (up), what a reference phrase points to (up).
 4. **Pack** best first until `top_k` or the token budget is reached, counting tokens with
@@ -79,6 +81,7 @@ class _Candidate:
     bm25: float = 0.0
     keyword: float = 0.0
     relevance: float = 0.0
+    ranking: float = 0.0
     decay: float = 1.0
     importance: float = 1.0
     tier: float = 1.0
@@ -219,8 +222,11 @@ class RecallService:
         async def one(part: str, part_terms: QueryTerms
                       ) -> tuple[list[_Candidate], Coverage | None]:
             found = await self._search(request, part, hint=hint, favoured=favoured)
+            unknown = self._pool.unknown_share(part) \
+                if self._settings.recall_unknown_token_discount else 0.0
             return found, self._score(found, request, parsed, terms=part_terms,
-                                      chinese=has_cjk(part), hint=hint, favoured=favoured)
+                                      chinese=has_cjk(part), unknown=unknown, hint=hint,
+                                      favoured=favoured)
 
         results = await asyncio.gather(*(one(part, t) for part, t in parts))
         if self._settings.recall_bridge:
@@ -238,7 +244,8 @@ class RecallService:
                 if kept is None or c.score > kept.score:
                     best[c.memory.id] = c
         merged = list(best.values())
-        return merged, Coverage(terms, [c.memory.text for c in merged]) if terms else None
+        return merged, Coverage(terms, [c.memory.text for c in merged],
+                                 equivalents=self._settings.recall_equivalents) if terms else None
 
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
                 ) -> str | None:
@@ -254,7 +261,7 @@ class RecallService:
             return None
         top = max(found, key=lambda c: c.score)
         units = _lines(top.memory)
-        if not _one_speaker(units):
+        if len(units) > 1 and not _one_speaker(units):
             return None
         lines = [line for _, line in units]
         shares = [matcher.share(line) for line in lines]
@@ -331,13 +338,15 @@ class RecallService:
     # --- scoring -----------------------------------------------------------------------
 
     def _score(self, candidates: list[_Candidate], request: RecallRequest, parsed: ParsedQuery,
-               *, terms: QueryTerms, chinese: bool, hint: TimeHint | None,
+               *, terms: QueryTerms, chinese: bool, unknown: float = 0.0,
+               hint: TimeHint | None,
                favoured: set[str]) -> Coverage | None:
         """Score every candidate in place; returns the query's term weights over them."""
         if not candidates:
             return None
         s = self._settings
-        matcher = Coverage(terms, [c.memory.text for c in candidates]) if terms else None
+        matcher = Coverage(terms, [c.memory.text for c in candidates],
+                           equivalents=s.recall_equivalents) if terms else None
         covered = matcher.scores if matcher else [0.0] * len(candidates)
         best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
         best_bm25 = candidates[best].bm25
@@ -347,6 +356,11 @@ class RecallService:
             n = len(terms.latin) + len(terms.cjk)
             fade = max(0.0, 1 - (n - 1) / max(1, s.recall_short_query_terms - 1))
             weight = min(1.0, weight + s.recall_short_query_bonus * fade)
+        # The ranking trusts the cosine only as far as the model can read the query: the
+        # bundled English model sees most Chinese characters as [UNK], and its cosine then
+        # measures how much unknown text a memory has, not what it says. `min_score` keeps
+        # applying to `relevance` (the configured weights), so what passes is unchanged.
+        ranking_weight = 1 - (1 - weight) * (1 - unknown)
         span = max(1e-6, s.recall_cosine_ceiling - s.recall_cosine_floor)
         reference = _utc(request.as_of) if request.as_of else _newest(candidates)
         about_question = parsed.reference is not None and parsed.reference.about_question
@@ -355,6 +369,7 @@ class RecallService:
             rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
             c.keyword = 0.5 * cover + 0.5 * rank_part
             c.relevance = (1 - weight) * c.vector + weight * c.keyword
+            c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * c.keyword
             c.decay = self._decay(c.memory, reference)
             c.importance = 1 + s.recall_importance_boost * (c.memory.importance - 5) / 5
             if s.recall_tier_boost:
@@ -368,7 +383,7 @@ class RecallService:
                 c.reference *= s.recall_reference_boost
             if about_question and c.memory.category == "question":
                 c.reference *= s.recall_reference_boost
-            c.score = c.relevance * c.decay * c.boost
+            c.score = c.ranking * c.decay * c.boost
         return matcher
 
     def _decay(self, memory: MemoryRecord, reference: datetime | None) -> float:
@@ -416,7 +431,9 @@ class RecallService:
             # (statements), or in place of a whole that does not fit.
             core: list[_Unit] | None = None
             if mode == "lines" or (mode == "auto" and _one_speaker(units)):
-                core = self._core(fresh, matcher)
+                core = self._core(fresh, matcher, whole=units)
+                if not core:
+                    continue  # its matching lines were returned by a better memory
             core_first = core is not None and len(core) < len(fresh)
             choice = core if core is not None and core_first else fresh
             tokens = self._units_tokens(c.memory, units, choice)
@@ -451,16 +468,25 @@ class RecallService:
                 packed[index] = self._packed(p.candidate, p.units, choice, tokens, p.part)
         return packed
 
-    def _core(self, units: list[_Unit], matcher: Coverage | None) -> list[_Unit]:
+    def _core(self, units: list[_Unit], matcher: Coverage | None,
+              whole: list[_Unit] | None = None) -> list[_Unit]:
         """The lines that carry the memory's keyword match: at least `recall_focus_ratio`
-        of its best line's share of the query terms."""
-        if matcher is None or len(units) < 2:
+        of its best line's share of the query terms.
+
+        `units` may be what is left of the memory's lines (`whole`) after better memories
+        returned the others: if what is left matches far less than the memory's best line,
+        the match was in lines already returned, and the core is empty.
+        """
+        if matcher is None or (len(units) < 2 and whole is None):
             return units
+        ratio = self._settings.recall_focus_ratio
         shares = [matcher.share(line) for _, line in units]
         best = max(shares)
-        if best <= 0:
+        if whole is not None and len(whole) > len(units) and \
+                best < ratio * max(matcher.share(line) for _, line in whole):
+            return []
+        if best <= 0 or len(units) < 2:
             return units  # matched as a whole (by meaning): no line stands out
-        ratio = self._settings.recall_focus_ratio
         around = self._settings.recall_focus_context
         hits = [i for i, share in enumerate(shares) if share >= ratio * best]
         keep = {j for i in hits for j in range(i - around, i + around + 1)}
@@ -578,7 +604,8 @@ def _public(p: _Packed) -> RecalledMemory:
         score=round(c.score, 4), trimmed=p.trimmed,
         explain=ScoreParts(
             cosine=round(c.cosine, 4), vector=round(c.vector, 4), keyword=round(c.keyword, 4),
-            relevance=round(c.relevance, 4), decay=round(c.decay, 4), boost=round(c.boost, 4),
+            relevance=round(c.relevance, 4), ranking=round(c.ranking, 4),
+            decay=round(c.decay, 4), boost=round(c.boost, 4),
             importance=round(c.importance, 4), tier=round(c.tier, 4), branch=round(c.branch, 4),
             time=round(c.time, 4), reference=round(c.reference, 4)),
     )

@@ -13,6 +13,10 @@ taken over the candidate memories of this query (the only corpus at hand without
 query): a term found in every candidate (a speaker's name in a two-person chat) weighs
 nothing; a term found in none weighs like a rare term and lowers every memory's coverage:
 the query may ask about something the store does not hold.
+
+With `equivalents`, a query's attribute word also matches the other words of its group
+(`_EQUIVALENT_GROUPS`: 年龄 ~ 岁, 教育背景 ~ 学历, birthday ~ born), the paraphrases a user
+makes most between stating a fact and asking about it.
 """
 
 from __future__ import annotations
@@ -50,6 +54,35 @@ _ZH_STOP = word_set("""
 里 个 们 着 过 得 地 之 其 而 并 但 但是 如果 因为 所以 是不是 有没有 多少 几 请问 请
 一下 告诉 知道 记得 还记得 问 问题 想 想问 说 说过 之前 以前 刚才 上次
 """)
+
+
+# Ways to name the same personal attribute, which the bundled English-centred model cannot
+# tell are related in Chinese ("我舅妈多大了" vs "我的舅妈今年53岁了"). A query term in a
+# group matches a memory holding any word of its group. Kept to attributes people state
+# about themselves and others, where the words differ but the question is the same.
+_EQUIVALENT_GROUPS = """
+年龄 年纪 多大 岁
+名字 姓名 名叫 叫
+家乡 老家 籍贯 来自
+电话 手机号 联系电话 电话号码 号码
+邮箱 邮箱地址 电子邮件 邮件
+学历 教育背景 毕业
+爱好 兴趣 兴趣爱好 喜欢
+身高 多高 厘米
+生日 过生日 出生
+单位 工作单位 公司
+age old
+birthday born
+phone number mobile
+email mail
+hobby hobbies enjoy
+hometown grew
+"""
+_EQUIVALENTS: dict[str, tuple[str, ...]] = {
+    word: tuple(group) for group in (line.split() for line in _EQUIVALENT_GROUPS.strip()
+                                     .splitlines()) for word in group}
+
+_CJK_EQUIVALENT_WORDS = frozenset(w for w in _EQUIVALENTS if len(w) >= 2 and _CJK_RUN.fullmatch(w))
 
 
 def _stem(word: str) -> str:
@@ -90,6 +123,10 @@ def query_terms(text: str) -> QueryTerms:
             for word in jieba.cut_for_search(run, HMM=False):
                 if len(word) >= 2 and word not in _ZH_STOP:
                     cjk.add(word)
+            # An attribute named in a compound the segmenter splits ("教育背景" → 教育, 背景)
+            # counts as one term, not as its parts, so that its equivalents can match.
+            named = {w for w in _CJK_EQUIVALENT_WORDS if w in run}
+            cjk = {t for t in cjk if not any(t != w and t in w for w in named)} | named
     latin = latin_words(_CJK_RUN.sub(" ", text))
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk))
 
@@ -106,16 +143,20 @@ class Coverage:
     same term weights.
     """
 
-    def __init__(self, terms: QueryTerms, documents: Sequence[str]) -> None:
-        self._terms = [(t, False) for t in sorted(terms.latin)] + \
-            [(t, True) for t in sorted(terms.cjk)]
+    def __init__(self, terms: QueryTerms, documents: Sequence[str], *,
+                 equivalents: bool = False) -> None:
+        def forms(term: str) -> tuple[str, ...]:
+            return _EQUIVALENTS.get(term, (term,)) if equivalents else (term,)
+
+        self._terms = [(forms(t), False) for t in sorted(terms.latin)] + \
+            [(forms(t), True) for t in sorted(terms.cjk)]
         self._latin: re.Pattern[str] | None = None
         if terms.latin:
             # One regex pass per text instead of tokenizing it in Python (the hot spot of a
             # recall): an English term matches a word that starts with it ("research" finds
             # "researched"), which is what the light stemming on the query side aims at.
-            alternatives = "|".join(re.escape(t) for t in sorted(terms.latin, key=len,
-                                                                  reverse=True))
+            words = {w for group, cjk in self._terms if not cjk for w in group}
+            alternatives = "|".join(re.escape(t) for t in sorted(words, key=len, reverse=True))
             self._latin = re.compile(rf"(?<![a-z0-9])(?:{alternatives})")
         present = [self._present(d) for d in documents]
         n = len(documents)
@@ -132,7 +173,8 @@ class Coverage:
     def _present(self, text: str) -> list[bool]:
         lowered = text.lower()
         found = set(self._latin.findall(lowered)) if self._latin else set()
-        return [(t in lowered) if cjk else (t in found) for t, cjk in self._terms]
+        return [any((t in lowered) if cjk else (t in found) for t in group)
+                for group, cjk in self._terms]
 
     def _share(self, row: Sequence[bool]) -> float:
         if self._total <= 0:

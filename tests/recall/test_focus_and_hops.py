@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.helpers import store
 from tests.recall.test_recall_api import recall
 
@@ -145,3 +147,96 @@ class TestNoisyWrapper:
                  "哎，我真正想弄清楚的是，我表哥今年多大了？")
         body = await recall(client, query, namespace="zh", max_tokens=60)
         assert body["memories"][0]["msg_ids"] == ["n1"], body["memories"]
+
+
+class TestEquivalentAttributes:
+    async def test_an_attribute_asked_in_other_words_finds_its_fact(self, client: Any
+                                                                    ) -> None:
+        """Three facts about the same person; only the attribute tells them apart, and the
+        question names it differently from the note (年龄 / 岁, birthday / born)."""
+        zh = ["我舅妈家住在杭州西湖边。", "今天下午去超市买了水果。",
+              "我舅妈的邮箱是aunt.li@example.com。", "晚上看了一会儿书。",
+              "我舅妈今年五十三岁了。", "明天可能会下雨。"]
+        en = ["My aunt Lisa lives in Leeds near the river.", "Bought some fruit this "
+              "afternoon.", "My aunt Lisa's email is lisa@example.com.", "Read a book in "
+              "the evening.", "My aunt Lisa was born on the 3rd of May.", "It may rain "
+              "tomorrow."]
+        for namespace, notes in (("zh", zh), ("en", en)):
+            for i, note in enumerate(notes):  # a day each: one memory per note
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                            namespace=namespace, session_id=f"day{i}")
+        for namespace, query in (("zh", "我舅妈的年龄是多少？"),
+                                 ("en", "When is aunt Lisa's birthday?")):
+            body = await recall(client, query, namespace=namespace, max_tokens=20)
+            assert body["memories"][0]["msg_ids"] == ["n4"], (namespace, body["memories"])
+
+
+class TestHopFromOneMessage:
+    async def test_a_single_message_memory_leads_to_the_asked_attribute(
+            self, client: Any) -> None:
+        """The person is named only by an email address, in a session of one message; the
+        asked attribute is in another session among chit-chat."""
+        for namespace, first, rest, query in (
+            ("zh", "我下属的邮箱是zhao.yu@example.com。",
+             ["今天天气不错，出去走了走。", "我下属的学历是硕士。", "晚饭吃了饺子。",
+              "最近在看一本小说。"],
+             "那个邮箱是zhao.yu@example.com的人，教育背景是什么？"),
+            ("en", "My colleague's email is zhao.yu@example.com.",
+             ["Nice weather today, went for a walk.", "My colleague Zhao studied "
+              "economics at Fudan.", "Had dumplings for dinner.", "Reading a novel lately."],
+             "The person whose email is zhao.yu@example.com: what did they study?"),
+        ):
+            await store(client, [{"msg_id": "e0", "role": "user", "content": first}],
+                        namespace=namespace, session_id="day1")
+            await store(client, [{"msg_id": f"r{i}", "role": "user", "content": text}
+                                 for i, text in enumerate(rest)],
+                        namespace=namespace, session_id="day2")
+            body = await recall(client, query, namespace=namespace, max_tokens=60)
+            assert {"e0", "r1"} <= returned_ids(body), (namespace, body["memories"])
+
+
+class TestReturnedLines:
+    async def test_a_memory_whose_match_was_returned_adds_no_filler(self, client: Any
+                                                                    ) -> None:
+        """Neighbouring chunks share a message; once the better one returned the matching
+        line, the other has only unrelated statements left and is not returned."""
+        for namespace, notes, query in (("zh", ZH_NOTES[:11], "我表哥今年多大了"),
+                                        ("en", EN_NOTES[:11], "How old is my cousin Daniel?")):
+            notes = [*notes[:5], notes[1], *notes[6:]]  # the fact is message 5
+            notes[1] = ZH_OTHER[0] if namespace == "zh" else EN_OTHER[0]
+            await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}
+                                 for i, note in enumerate(notes)], namespace=namespace)
+            body = await recall(client, query, namespace=namespace, max_tokens=1500,
+                                min_score=0)
+            holding = [m for m in body["memories"] if "n5" in m["msg_ids"]]
+            assert len(holding) == 1 and body["count"] == 1, (namespace, body["memories"])
+
+
+class TestUnreadableQuery:
+    async def test_the_ranking_trusts_the_cosine_as_far_as_the_model_reads_the_query(
+            self, client: Any) -> None:
+        """The bundled English model reads most Chinese characters as [UNK]: a Chinese
+        query is ranked mostly by its keywords; an English one by the configured mix."""
+        notes = {"zh": ["下周二上午九点半去医院体检。",
+                        "今天心情不太好，工作上遇到了很多麻烦事，不知道怎么跟领导沟通，"
+                        "晚上回家也没什么胃口，只想早点睡觉。"],
+                 "en": ["My checkup at the hospital is next Tuesday at half past nine.",
+                        "Rough day at work, lots of trouble and no idea how to talk to my "
+                        "manager about it."]}
+        for namespace, texts in notes.items():
+            for i, text in enumerate(texts):
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": text}],
+                            namespace=namespace, session_id=f"day{i}")
+        zh = await recall(client, "我的体检安排是哪天", namespace="zh", min_score=0)
+        en = await recall(client, "When is my checkup?", namespace="en", min_score=0)
+        assert zh["memories"][0]["msg_ids"] == ["n0"], zh["memories"]
+        assert en["memories"][0]["msg_ids"] == ["n0"], en["memories"]
+        for memory in zh["memories"] + en["memories"]:
+            parts = memory["explain"]
+            assert memory["score"] == pytest.approx(
+                parts["ranking"] * parts["decay"] * parts["boost"], abs=1e-3)
+        for memory in en["memories"]:
+            assert memory["explain"]["ranking"] == pytest.approx(
+                memory["explain"]["relevance"], abs=1e-4)
+        chit_chat = zh["memories"][-1]["explain"]
+        assert chit_chat["ranking"] < chit_chat["relevance"], zh["memories"]
