@@ -25,16 +25,19 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import structlog
 
 if TYPE_CHECKING:
     from app.storage.repository import SearchFilter
+
+log = structlog.get_logger(__name__)
 
 _MAX_ROWS = 50_000
 _MAX_NAMESPACE_ROWS = 20_000
@@ -191,6 +194,7 @@ class NamespaceCache:
         self._loading: dict[str, asyncio.Future[_Copy | None]] = {}
         self._oldest_loading: dict[str, int] = {}
         self._too_large: dict[str, float] = {}  # namespace -> monotonic time of the count
+        self._prefetches: set[asyncio.Task[_Copy | None]] = set()
         self.loads = 0
 
     # --- writes ------------------------------------------------------------------------
@@ -203,9 +207,25 @@ class NamespaceCache:
 
         Only a write that made exactly one version with nothing else in between is known;
         otherwise those versions stay unaccounted for and drop every copy behind them.
+        Copies that were current are brought up to date now, off the recall path.
         """
-        if after == before + 1 and not change.unknown:
-            self._changes[after] = change
+        if after != before + 1 or change.unknown:
+            return
+        if change.rows is not None:
+            # Only rows a copy (held or being loaded) may need: an import must not pile up.
+            wanted = pa.array(sorted({*self._copies, *self._loading}), pa.string())
+            rows = change.rows.filter(pc.is_in(change.rows.column("namespace"), wanted))
+            change = replace(change, rows=rows if rows.num_rows else None)
+        self._changes[after] = change
+        for namespace, copy in list(self._copies.items()):
+            if copy.version == before:
+                updated = copy.apply(change)
+                if updated is None:
+                    del self._copies[namespace]
+                else:
+                    updated.version = after
+                    self._copies[namespace] = updated
+        self._forget_changes()
         if len(self._changes) > _MAX_CHANGES:
             for version in sorted(self._changes)[: len(self._changes) - _MAX_CHANGES]:
                 del self._changes[version]
@@ -219,6 +239,20 @@ class NamespaceCache:
     def size(self, namespace: str) -> int | None:
         held = self._copies.get(namespace)
         return held.table.num_rows if held is not None else None
+
+    def prefetch(self, namespace: str) -> None:
+        """Start loading the namespace's copy in the background unless it is held or loading
+        (the keyword search calls this: the load then overlaps the query's embedding)."""
+        if namespace in self._copies or namespace in self._loading or self._too_big(namespace):
+            return
+        task = asyncio.create_task(self.get(namespace, load=True))
+        self._prefetches.add(task)
+        task.add_done_callback(self._prefetched)
+
+    def _prefetched(self, task: asyncio.Task[_Copy | None]) -> None:
+        self._prefetches.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("namespace_cache_load_failed", error=str(task.exception())[:200])
 
     async def get(self, namespace: str, *, load: bool) -> _Copy | None:
         """The namespace's copy as of the current table version; loaded if `load` and the
@@ -235,8 +269,7 @@ class NamespaceCache:
         self._forget_changes()
         if held is not None or not load:
             return held
-        counted = self._too_large.get(namespace)
-        if counted is not None and time.monotonic() - counted < _RECOUNT_SECONDS:
+        if self._too_big(namespace):
             return None
         pending = self._loading.get(namespace)
         if pending is not None:
@@ -255,6 +288,10 @@ class NamespaceCache:
             del self._loading[namespace]
             del self._oldest_loading[namespace]
         return loaded
+
+    def _too_big(self, namespace: str) -> bool:
+        counted = self._too_large.get(namespace)
+        return counted is not None and time.monotonic() - counted < _RECOUNT_SECONDS
 
     async def _load(self, namespace: str, version: int) -> _Copy | None:
         from app.storage.repository import sql_str

@@ -433,7 +433,9 @@ class Repository:
 
         cache = self.namespace_cache
         copy = await cache.get(where.namespace, load=False)
-        if copy is not None:
+        if copy is None:
+            cache.prefetch(where.namespace)  # for the vector search that follows
+        else:
             # Ids and scores only; rows and vectors come from the namespace's copy.
             found = await (
                 self._tables["memories"].query().nearest_to_text(text, columns="text")
