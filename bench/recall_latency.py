@@ -289,6 +289,9 @@ async def measure(total: int, args: argparse.Namespace, stages: Stages | None) -
                 if i >= args.warmup:
                     wall.append(elapsed)
                     server.append(response.json()["took_ms"])
+        cache = getattr(app.state.engram.repo, "namespace_cache", None)
+        if cache is not None:
+            print(f"  namespace copies loaded: {cache.loads}", file=sys.stderr)
     if not args.keep and not args.data_dir:
         shutil.rmtree(data_dir, ignore_errors=True)
     target = int(total * args.share)
