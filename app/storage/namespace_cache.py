@@ -4,16 +4,16 @@ An exact (index-free) vector search of a 2,000-memory namespace in a 100k-row ta
 LanceDB 7–10 ms per call, and a recall makes two to eight of them (second hop, date window,
 referenced sessions). The same search over a copy of the namespace is a matrix-vector
 product, well under a millisecond; the full-text search then fetches only ids and scores
-and takes rows and vectors from the copy.
+and takes rows and vectors from the copy. Results are the same rows in the same order;
+cosines agree with LanceDB's to float32 rounding (~1e-7).
 
-Staleness is ruled out by the table version, checked on every use (~0.2 ms): each write
-through the `Repository` reports the versions it made and what it changed. A copy whose
-version is older than the table's is brought up to date in place when every version in
-between was an in-process upsert or delete by id (the store path), is kept when they only
-touched other namespaces or uncached columns (hit counts), and is dropped otherwise: a
-version this process cannot account for (another process's write, a compaction, a write
-that overlapped another) drops every copy. Reloading a namespace costs ~2 scans, so a
-namespace recalled between every write stays cheap: its own upserts are applied in place.
+Staleness is ruled out by the table version, checked on every use (~0.2 ms). Each write
+through the `Repository` reports the version it made (LanceDB returns it) and what it
+changed: upserts, deletes by id and plain column updates (promotions, forgetting) are
+applied to the copies in place, hit counts and other namespaces leave them as they are,
+and anything else drops the copies concerned. A version this process cannot account for
+(another process's write, a compaction, an index build) drops every copy behind it; the
+next keyword search starts the reload, so it overlaps the query's embedding.
 
 Memory: a row costs ~2.5 KB (vector and text); at most `_MAX_ROWS` rows are held, least
 recently used namespaces first out, and no namespace above `_MAX_NAMESPACE_ROWS`.
@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,8 @@ _MAX_ROWS = 50_000
 _MAX_NAMESPACE_ROWS = 20_000
 # Changes remembered for copies that are behind; beyond this a copy is simply reloaded.
 _MAX_CHANGES = 2_000
+# Event-loop turns a search gives an in-process write to report the version it just made.
+_REPORT_TURNS = 3
 # A namespace found too large is not counted again for this long.
 _RECOUNT_SECONDS = 60.0
 # Rows per matrix-vector product: above ~1,500 rows OpenBLAS splits the product over
@@ -57,13 +59,15 @@ _NEVER_MAX = np.iinfo(np.int64).max
 class Change:
     """What one write did to the memories table, as far as the copies are concerned.
 
-    `rows` (upserted rows, all cached columns) and `deleted` are applied to a copy in place;
-    `namespaces` and `ids` (memories changed some other way) drop the copies holding them;
-    `unknown` drops every copy. An empty change (hit counts) leaves every copy as it is.
+    `rows` (upserted rows, all cached columns), `deleted` and `updates` (id -> new column
+    values) are applied to a copy in place; `namespaces` and `ids` (memories changed some
+    other way) drop the copies holding them; `unknown` drops every copy. An empty change
+    (hit counts) leaves every copy as it is.
     """
 
     rows: pa.Table | None = None
     deleted: frozenset[str] = frozenset()
+    updates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     namespaces: frozenset[str] = frozenset()
     ids: frozenset[str] = frozenset()
     unknown: bool = False
@@ -131,15 +135,21 @@ class _Copy:
             return None
         if change.ids and any(i in self.rows for i in change.ids):
             return None
-        replaced = None
+        replaced: list[tuple[pa.Table, np.ndarray[Any, np.dtype[np.float32]]]] = []
         if change.rows is not None:
             ours = change.rows.filter(pc.equal(change.rows.column("namespace"), self.namespace))
             if ours.num_rows:
-                replaced = ours.select([*self.table.column_names, "vector"])
+                replaced.append((ours.select(self.table.column_names), _matrix(ours)))
+        updated = [i for i in change.updates if i in self.rows]
+        if updated:
+            patched = self._patched(updated, change.updates)
+            if patched is None:
+                return None
+            replaced.append(patched)
         gone = set(change.deleted)
-        if replaced is not None:
-            gone.update(replaced.column("id").to_pylist())
-        if not gone.intersection(self.rows) and replaced is None:
+        for table, _ in replaced:
+            gone.update(table.column("id").to_pylist())
+        if not gone.intersection(self.rows) and not replaced:
             return self
         keep = np.ones(self.table.num_rows, dtype=bool)
         for i in gone:
@@ -149,13 +159,38 @@ class _Copy:
         table = self.table.filter(pa.array(keep))
         matrix = self.matrix[keep]
         dicts = [d for d, kept in zip(self.dicts, keep, strict=True) if kept]
-        if replaced is not None:
-            table = pa.concat_tables([table, replaced.drop_columns(["vector"])])
-            matrix = np.concatenate([matrix, _matrix(replaced)]) if len(matrix) else \
-                _matrix(replaced)
-            dicts += [None] * replaced.num_rows
+        for rows, vectors in replaced:
+            table = pa.concat_tables([table, rows])
+            matrix = np.concatenate([matrix, vectors]) if len(matrix) else vectors
+            dicts += [None] * rows.num_rows
         return _Copy(self.namespace, self.version, table, matrix, dicts)
 
+    def _patched(self, ids: list[str], updates: Mapping[str, Mapping[str, Any]]
+                 ) -> tuple[pa.Table, np.ndarray[Any, np.dtype[np.float32]]] | None:
+        """The rows of `ids` with their new column values (and their vectors), or None when
+        a value is not a plain one of its column's type (then the copy is reloaded)."""
+        index = [self.rows[i] for i in ids]
+        part = self.table.take(pa.array(index, type=pa.int64()))
+        schema = part.schema
+        rows = part.to_pylist()
+        for row in rows:
+            for column, value in updates[row["id"]].items():
+                if column not in schema.names:
+                    continue  # not a searched column
+                if not _plain(value, schema.field(column).type):
+                    return None  # e.g. a timestamp: leave its conversion to LanceDB
+                row[column] = value
+        return pa.Table.from_pylist(rows, schema=schema), self.matrix[index]
+
+
+
+def _plain(value: Any, column: pa.DataType) -> bool:
+    """Whether `value` is a plain Python value of the column's own kind (no conversion)."""
+    kind = type(value)
+    return ((kind is str and (pa.types.is_string(column) or pa.types.is_large_string(column)))
+            or (kind is bool and pa.types.is_boolean(column))
+            or (kind is int and pa.types.is_integer(column))
+            or (kind is float and pa.types.is_floating(column)))
 
 
 def _matrix(table: pa.Table) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -195,6 +230,7 @@ class NamespaceCache:
         self._oldest_loading: dict[str, int] = {}
         self._too_large: dict[str, float] = {}  # namespace -> monotonic time of the count
         self._prefetches: set[asyncio.Task[_Copy | None]] = set()
+        self.writes_in_flight = 0  # writes to the memories table not reported yet
         self.loads = 0
 
     # --- writes ------------------------------------------------------------------------
@@ -202,28 +238,27 @@ class NamespaceCache:
     async def version(self) -> int:
         return int(await self._table.version())
 
-    def wrote(self, before: int, after: int, change: Change) -> None:
-        """Record a write: `before`/`after` are the table versions read around it.
+    def wrote(self, version: int | None, change: Change) -> None:
+        """Record a write: the version it made (None: unknown) and what it changed.
 
-        Only a write that made exactly one version with nothing else in between is known;
-        otherwise those versions stay unaccounted for and drop every copy behind them.
+        A version not recorded here stays unaccounted for and drops every copy behind it.
         Copies that were current are brought up to date now, off the recall path.
         """
-        if after != before + 1 or change.unknown:
+        if version is None or change.unknown:
             return
         if change.rows is not None:
             # Only rows a copy (held or being loaded) may need: an import must not pile up.
             wanted = pa.array(sorted({*self._copies, *self._loading}), pa.string())
             rows = change.rows.filter(pc.is_in(change.rows.column("namespace"), wanted))
             change = replace(change, rows=rows if rows.num_rows else None)
-        self._changes[after] = change
+        self._changes[version] = change
         for namespace, copy in list(self._copies.items()):
-            if copy.version == before:
+            if copy.version == version - 1:
                 updated = copy.apply(change)
                 if updated is None:
                     del self._copies[namespace]
                 else:
-                    updated.version = after
+                    updated.version = version
                     self._copies[namespace] = updated
         self._forget_changes()
         if len(self._changes) > _MAX_CHANGES:
@@ -259,6 +294,13 @@ class NamespaceCache:
         namespace is small enough, else None (the caller asks LanceDB)."""
         current = await self.version()
         held = self._copies.get(namespace)
+        if held is not None and self.writes_in_flight and any(
+                v not in self._changes for v in range(held.version + 1, current + 1)):
+            # Most likely a write of this process that committed but has not reported yet
+            # (its task resumes a turn or two of the event loop later): let it report.
+            for _ in range(_REPORT_TURNS):
+                await asyncio.sleep(0)
+            held = self._copies.get(namespace)
         if held is not None:
             held = self._catch_up(held, current)
             if held is None:

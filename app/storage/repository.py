@@ -260,13 +260,20 @@ class Repository:
                               ) -> None:
         """Run a write to the memories table and tell the namespace cache what it changed.
 
-        The versions read around it tell whether the write made exactly one version with
-        nothing in between (namespace_cache.py); if it raises, its version stays unknown.
+        Every LanceDB write (merge, update, delete, even one that matches nothing) commits one
+        version and returns its number; a number not above the version read before is not
+        believed. If the write raises, its version stays unknown (namespace_cache.py).
         """
         cache = self.namespace_cache
-        before = await cache.version()
-        await write()
-        cache.wrote(before, await cache.version(), change)
+        cache.writes_in_flight += 1
+        try:
+            before = await cache.version()
+            result = await write()
+            version = getattr(result, "version", None)
+            cache.wrote(version if isinstance(version, int) and version > before else None,
+                        change)
+        finally:
+            cache.writes_in_flight -= 1
 
     def _wrote(self, table: str) -> None:
         self._writes_since_compaction[table] += 1
@@ -356,7 +363,7 @@ class Repository:
     async def update_memory(self, memory_id: str, values: dict[str, Any]) -> None:
         """Set some columns of one memory (no re-embedding; use upsert_memories for text)."""
         await self._write_memories(
-            Change(ids=frozenset([memory_id])),
+            Change(updates={memory_id: dict(values)}),
             lambda: self._tables["memories"].update(updates=values,
                                                     where=f"id = {sql_str(memory_id)}"))
         self._wrote("memories")

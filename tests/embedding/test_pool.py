@@ -18,7 +18,7 @@ async def test_queries_of_one_turn_share_a_pass_and_a_lone_one_does_not_wait(
     pool = EmbeddingPool.from_model(model, make_settings(tmp_path,
                                                          embedding_batch_wait_ms=100))
     try:
-        a, b = await asyncio.gather(pool.embed_query("dentist on Thursday"),
+        a, _ = await asyncio.gather(pool.embed_query("dentist on Thursday"),
                                     pool.embed_query("下周二上午体检"))
         assert pool.batches == 1 and pool.texts_encoded == 2
         assert np.allclose(a, pool.encode_blocking(["dentist on Thursday"])[0], atol=1e-5)

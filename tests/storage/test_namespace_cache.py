@@ -133,6 +133,37 @@ async def test_deleted_and_forgotten_are_gone(repos: tuple[Repository, Repositor
                                       exact=True) == []
 
 
+async def test_column_updates_are_applied_in_place(
+        repos: tuple[Repository, Repository]) -> None:
+    cached, plain = repos
+    await same_searches(cached, plain, seed=5)  # every namespace searched is loaded
+    loads = cached.namespace_cache.loads
+    await cached.update_memory("m7", {"tier": "longterm", "importance": 10})  # a promotion
+    await cached.update_memory("m8", {"state": "forgotten", "updated_at": T0})
+    await same_searches(cached, plain, seed=6)
+    assert cached.namespace_cache.loads == loads
+    hits = await cached.vector_search(unit(np.random.default_rng(1)),
+                                      SearchFilter(namespace="alice"), limit=120, exact=True)
+    m7 = next(h.memory for h in hits if h.memory.id == "m7")
+    assert (m7.tier, m7.importance) == ("longterm", 10)
+    assert "m8" not in {h.memory.id for h in hits}
+    await cached.update_memory("m10", {"time_start": T0})  # not a plain value: reloaded
+    await same_searches(cached, plain, seed=7)
+    assert cached.namespace_cache.loads == loads + 1
+
+
+async def test_every_write_makes_a_version(repos: tuple[Repository, Repository]) -> None:
+    """What the cache relies on (Repository._write_memories): a write that changes nothing
+    still commits a version of its own and reports it."""
+    cached, _ = repos
+    table = cached._tables["memories"]
+    for write in (lambda: table.update(updates={"tier": "daily"}, where="id = 'none'"),
+                  lambda: table.delete("id = 'none'")):
+        before = await table.version()
+        result = await write()
+        assert result.version == before + 1 == await table.version()
+
+
 async def test_another_process_writes_are_seen(repos: tuple[Repository, Repository]) -> None:
     cached, plain = repos
     where = SearchFilter(namespace="alice")
