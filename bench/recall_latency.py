@@ -15,12 +15,21 @@ Usage::
 
 `--share` is the fraction of all memories in the queried namespace (default 0.02: 2,000 of
 100k, a heavy user's year of daily chats). Prints a markdown table.
+
+`--data-dir DIR` keeps the store: the first run writes it (into DIR/<size>), later runs with
+the same size and share reuse it, so variants of the code compare on the same data without
+the ~2 min build. `--stages` adds a table of per-stage times (embedding, each search,
+scoring, packing, the second hop), measured by wrapping the service's own methods; stages
+overlap (the keyword search runs during the embedding), so they do not add up to the total.
+`--set NAME=VALUE` overrides a setting (e.g. `--set recall_bridge=false`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import json
 import os
 import random
 import shutil
@@ -28,6 +37,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -158,15 +169,107 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def measure(total: int, args: argparse.Namespace) -> str:
-    data_dir = Path(tempfile.mkdtemp(prefix=f"engram-latency-{total}-"))
-    settings = Settings(data_dir=data_dir, environment="testing", log_level="WARNING",
-                        compression_enabled=False, embedding_threads=args.embedding_threads,
-                        _env_file=None)  # type: ignore[call-arg]
-    namespace = await populate(settings, total=total, share=args.share, dim=384)
+class Stages:
+    """Per-request time spent in the wrapped methods (ms), summed per stage per request."""
+
+    def __init__(self) -> None:
+        self.current: defaultdict[str, float] = defaultdict(float)
+        self.requests: list[dict[str, float]] = []
+        self.queries: list[str] = []
+
+    def wrap(self, owner: object, method: str, stage: str) -> None:
+        original: Callable[..., object] = getattr(owner, method)
+        current = self.current
+
+        if asyncio.iscoroutinefunction(original):
+            @functools.wraps(original)
+            async def timed_async(*a: object, **k: object) -> object:
+                t0 = time.perf_counter()
+                try:
+                    return await original(*a, **k)  # type: ignore[misc]
+                finally:
+                    current[stage] += (time.perf_counter() - t0) * 1000
+            setattr(owner, method, timed_async)
+        else:
+            @functools.wraps(original)
+            def timed(*a: object, **k: object) -> object:
+                t0 = time.perf_counter()
+                try:
+                    return original(*a, **k)
+                finally:
+                    current[stage] += (time.perf_counter() - t0) * 1000
+            setattr(owner, method, timed)
+
+    def instrument(self, state: object) -> None:
+        recall, repo, pool = state.recall, state.repo, state.pool  # type: ignore[attr-defined]
+        self.wrap(pool, "embed_query", "embed (await)")
+        self.wrap(pool, "encode_blocking", "encode (model)")
+        self.wrap(repo, "text_search", "text_search")
+        self.wrap(repo, "vector_search", "vector_search")
+        self.wrap(repo, "count_memories", "count_memories")
+        for method, stage in (("_search", "search (one part)"), ("_score", "score"),
+                              ("_pack", "pack"), ("_bridge", "bridge (build query)"),
+                              ("_candidates", "candidates (all searches)")):
+            if hasattr(recall, method):
+                self.wrap(recall, method, stage)
+
+    def end_request(self, keep: bool, query: str, wall: float) -> None:
+        if keep:
+            self.requests.append({**self.current, "total (wall)": wall})
+            self.queries.append(query)
+        self.current.clear()
+
+    def table(self) -> str:
+        names = sorted({n for r in self.requests for n in r})
+        lines = ["| stage | mean ms | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|"]
+        for name in names:
+            values = [r.get(name, 0.0) for r in self.requests]
+            lines.append(f"| {name} | {statistics.mean(values):.2f} | {pct(values, 50):.2f} | "
+                         f"{pct(values, 95):.2f} | {pct(values, 99):.2f} |")
+        lines += ["", "| query | p50 ms | max ms | embed p50 | text_search p50 |",
+                  "|---|---|---|---|---|"]
+        for query in dict.fromkeys(self.queries):
+            mine = [r for r, q in zip(self.requests, self.queries, strict=True) if q == query]
+            walls = [r["total (wall)"] for r in mine]
+            lines.append(f"| {query} | {pct(walls, 50):.1f} | {max(walls):.1f} | "
+                         f"{pct([r.get('embed (await)', 0.0) for r in mine], 50):.1f} | "
+                         f"{pct([r.get('text_search', 0.0) for r in mine], 50):.1f} |")
+        return "\n".join(lines)
+
+
+def settings_for(data_dir: Path, args: argparse.Namespace) -> Settings:
+    overrides: dict[str, object] = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        overrides[name] = json.loads(value) if value[:1] in "[{0123456789tfn-" else value
+    return Settings(data_dir=data_dir, environment="testing", log_level="WARNING",  # type: ignore[call-arg]
+                    compression_enabled=False, embedding_threads=args.embedding_threads,
+                    _env_file=None, **overrides)
+
+
+async def measure(total: int, args: argparse.Namespace, stages: Stages | None) -> str:
+    if args.data_dir:
+        data_dir = Path(args.data_dir) / f"{total}-{args.share}"
+        marker = data_dir / "populated"
+    else:
+        data_dir = Path(tempfile.mkdtemp(prefix=f"engram-latency-{total}-"))
+        marker = None
+    settings = settings_for(data_dir, args)
+    if marker is not None and marker.exists():
+        namespace = marker.read_text().strip()
+        print(f"  reusing the store in {data_dir}", file=sys.stderr)
+    else:
+        if marker is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            data_dir.mkdir(parents=True)
+        namespace = await populate(settings, total=total, share=args.share, dim=384)
+        if marker is not None:
+            marker.write_text(namespace)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         indexed = await app.state.engram.repo.has_vector_index()
+        if stages is not None:
+            stages.instrument(app.state.engram)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://engram.bench",
                                      timeout=60) as client:
@@ -179,16 +282,23 @@ async def measure(total: int, args: argparse.Namespace) -> str:
                 response = await client.post("/v1/recall", json=body)
                 elapsed = (time.perf_counter() - t0) * 1000
                 response.raise_for_status()
+                if stages is not None:
+                    stages.end_request(i >= args.warmup, body["query"], elapsed)
+                if i == 0:
+                    first = elapsed  # a cold namespace (nothing cached yet)
                 if i >= args.warmup:
                     wall.append(elapsed)
                     server.append(response.json()["took_ms"])
-    if not args.keep:
+        cache = getattr(app.state.engram.repo, "namespace_cache", None)
+        if cache is not None:
+            print(f"  namespace copies loaded: {cache.loads}", file=sys.stderr)
+    if not args.keep and not args.data_dir:
         shutil.rmtree(data_dir, ignore_errors=True)
     target = int(total * args.share)
     return (f"| {total:,} | {target:,} | {'yes' if indexed else 'no'} | "
             f"{args.embedding_threads} | {len(wall)} | "
             f"{pct(wall, 50):.1f} | {pct(wall, 95):.1f} | {pct(wall, 99):.1f} | "
-            f"{statistics.mean(server):.1f} |")
+            f"{statistics.mean(server):.1f} | {first:.1f} |")
 
 
 async def main() -> None:
@@ -199,17 +309,27 @@ async def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    parser.add_argument("--data-dir", help="keep the stores under this directory and reuse "
+                        "them on later runs (same size and share)")
+    parser.add_argument("--stages", action="store_true", help="print per-stage timings")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a setting, e.g. recall_bridge=false (repeatable)")
     parser.add_argument("--embedding-threads", type=int, default=Settings.model_fields[
         "embedding_threads"].default, help="torch threads (1 keeps tails short on a busy box)")
     args = parser.parse_args()
     rows = []
+    tables = []
     for size in (int(s) for s in args.sizes.split(",")):
         print(f"{size} memories:", file=sys.stderr)
-        rows.append(await measure(size, args))
+        stages = Stages() if args.stages else None
+        rows.append(await measure(size, args, stages))
+        if stages is not None:
+            tables.append(f"\nStages at {size:,} memories (per recall):\n\n{stages.table()}")
     print("| memories | in the queried namespace | vector index | torch threads | recalls "
-          "| p50 ms | p95 ms | p99 ms | server mean ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| p50 ms | p95 ms | p99 ms | server mean ms | first recall ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    print("\n".join(tables))
 
 
 if __name__ == "__main__":

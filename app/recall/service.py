@@ -289,19 +289,20 @@ class RecallService:
             if not keyword.done():
                 keyword.cancel()
         # What a date or a reference phrase points to competes even if the plain searches
-        # ranked it too low: a small extra search inside that window or session.
+        # ranked it too low: a small extra search inside that window or session (all at
+        # once; their hits are appended in this order).
+        extra: list[SearchFilter] = []
         if hint is not None:
             start = max(hint.start, _utc(request.time_from)) if request.time_from else hint.start
             end = min(hint.end, _utc(request.time_to)) if request.time_to else hint.end
             if start < end:
-                window = replace(where, time_from=start, time_to=end)
-                vector_hits += await self._repo.vector_search(vector, window, limit=_EXTRA,
-                                                              exact=True)
+                extra.append(replace(where, time_from=start, time_to=end))
         for session_id in sorted(favoured):
             if request.session_id is None or request.session_id == session_id:
-                session = replace(where, session_id=session_id)
-                vector_hits += await self._repo.vector_search(vector, session, limit=_EXTRA,
-                                                              exact=True)
+                extra.append(replace(where, session_id=session_id))
+        for hits in await asyncio.gather(*(self._repo.vector_search(vector, w, limit=_EXTRA,
+                                                                    exact=True) for w in extra)):
+            vector_hits += hits
         return _merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
 
     async def _exact_search(self, namespace: str) -> bool:

@@ -8,7 +8,7 @@ because every LanceDB write is a version and a fragment (see LANCEDB_NOTES.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -19,6 +19,7 @@ import structlog
 
 from app.config import Settings
 from app.storage.migrations import migrate
+from app.storage.namespace_cache import Change, NamespaceCache
 from app.storage.records import (
     ArchiveRecord,
     EventRecord,
@@ -147,6 +148,9 @@ class Repository:
         self._schemas: dict[str, pa.Schema] = {}
         self._writes_since_compaction: dict[str, int] = dict.fromkeys(tables, 0)
         self.last_write_monotonic = time.monotonic()
+        # Small namespaces' memories for exact searches (namespace_cache.py); every write to
+        # the memories table below reports what it changed (`_write_memories`).
+        self.namespace_cache = NamespaceCache(tables["memories"], self._search_columns)
 
     @classmethod
     async def open(cls, settings: Settings, *, embedding_dim: int) -> Repository:
@@ -182,10 +186,12 @@ class Repository:
         Every memory must be re-embedded right after (`upsert_memories`).
         """
         memories = self._tables["memories"]
+        self.namespace_cache.clear()
         await memories.drop_columns(["vector"])
         await memories.add_columns(pa.field("vector", pa.list_(pa.float32(), dim)))
         self._schemas["memories"] = await memories.schema()
         self.embedding_dim = dim
+        self.namespace_cache.clear()
         self._wrote("memories")
 
     async def all_memories(self) -> list[MemoryRecord]:
@@ -204,13 +210,19 @@ class Repository:
     async def _upsert(self, table: str, key: str, records: Sequence[_Record]) -> None:
         if not records:
             return
-        await (
+        data = self._arrow(table, records)
+        write = (
             self._tables[table]
             .merge_insert(key)
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .execute(self._arrow(table, records))
+            .execute
         )
+        if table == "memories":
+            cached = [*self._search_columns(), "vector"]
+            await self._write_memories(Change(rows=data.select(cached)), lambda: write(data))
+        else:
+            await write(data)
         self._wrote(table)
 
     async def _insert_new(self, table: str, key: str, records: Sequence[_Record]) -> None:
@@ -236,9 +248,32 @@ class Repository:
         rows = (await query.to_arrow()).to_pylist()
         return [cls.from_row(row) for row in rows]
 
-    async def _delete(self, table: str, where: str) -> None:
-        await self._tables[table].delete(where)
+    async def _delete(self, table: str, where: str, *, change: Change | None = None) -> None:
+        if table == "memories":
+            await self._write_memories(change or Change(unknown=True),
+                                       lambda: self._tables[table].delete(where))
+        else:
+            await self._tables[table].delete(where)
         self._wrote(table)
+
+    async def _write_memories(self, change: Change, write: Callable[[], Awaitable[object]]
+                              ) -> None:
+        """Run a write to the memories table and tell the namespace cache what it changed.
+
+        Every LanceDB write (merge, update, delete, even one that matches nothing) commits one
+        version and returns its number; a number not above the version read before is not
+        believed. If the write raises, its version stays unknown (namespace_cache.py).
+        """
+        cache = self.namespace_cache
+        cache.writes_in_flight += 1
+        try:
+            before = await cache.version()
+            result = await write()
+            version = getattr(result, "version", None)
+            cache.wrote(version if isinstance(version, int) and version > before else None,
+                        change)
+        finally:
+            cache.writes_in_flight -= 1
 
     def _wrote(self, table: str) -> None:
         self._writes_since_compaction[table] += 1
@@ -327,7 +362,10 @@ class Repository:
 
     async def update_memory(self, memory_id: str, values: dict[str, Any]) -> None:
         """Set some columns of one memory (no re-embedding; use upsert_memories for text)."""
-        await self._tables["memories"].update(updates=values, where=f"id = {sql_str(memory_id)}")
+        await self._write_memories(
+            Change(updates={memory_id: dict(values)}),
+            lambda: self._tables["memories"].update(updates=values,
+                                                    where=f"id = {sql_str(memory_id)}"))
         self._wrote("memories")
 
     async def forgettable_memories(
@@ -347,7 +385,8 @@ class Repository:
 
     async def delete_memories(self, memory_ids: Sequence[str]) -> None:
         if memory_ids:
-            await self._delete("memories", sql_in("id", memory_ids))
+            await self._delete("memories", sql_in("id", memory_ids),
+                               change=Change(deleted=frozenset(memory_ids)))
             await self.delete_archived(memory_ids)
 
     # --- recall: search, hits, vector index --------------------------------------------
@@ -364,7 +403,15 @@ class Repository:
         compared exhaustively, so a new memory is found at once. `exact` skips the index:
         for a small namespace an exhaustive scan is both faster and exact, while an IVF
         index probing a few partitions may hold too few of its rows (LANCEDB_NOTES.md #6).
+        An exact search of a small namespace runs on its in-process copy (namespace_cache.py).
         """
+        if exact:
+            cache = self.namespace_cache
+            copy = await cache.get(where.namespace, load=True)
+            if copy is not None:
+                rows, distances = cache.nearest(copy, vector, where, limit=limit)
+                return [SearchHit(_search_record(row), cosine=1.0 - d)
+                        for row, d in zip(rows, distances, strict=True)]
         query = (
             self._tables["memories"].query().nearest_to(list(vector)).distance_type("cosine")
             .where(where.to_sql()).select([*self._search_columns(), "_distance"]).limit(limit)
@@ -391,6 +438,22 @@ class Repository:
         """
         import numpy as np
 
+        cache = self.namespace_cache
+        copy = await cache.get(where.namespace, load=False)
+        if copy is None:
+            cache.prefetch(where.namespace)  # for the vector search that follows
+        else:
+            # Ids and scores only; rows and vectors come from the namespace's copy.
+            found = await (
+                self._tables["memories"].query().nearest_to_text(text, columns="text")
+                .where(where.to_sql()).select(["id", "_score"]).limit(limit).to_arrow()
+            )
+            taken = cache.take(copy, found.column("id").to_pylist())
+            if taken is not None:  # else written since the copy was checked: read it all
+                rows, vectors = taken
+                hits = [SearchHit(_search_record(row), bm25=float(s))
+                        for row, s in zip(rows, found.column("_score").to_pylist(), strict=True)]
+                return hits, vectors.reshape(len(hits), self.embedding_dim)
         table = await (
             self._tables["memories"].query().nearest_to_text(text, columns="text")
             .where(where.to_sql()).select([*self._search_columns(), "vector", "_score"])
@@ -431,10 +494,10 @@ class Repository:
             return 0
         schema = self._schemas["memories"]
         partial = pa.schema([schema.field(n) for n in ("id", "hit_count", "last_accessed")])
-        await (
+        # Neither column is one a search reads: cached namespaces stay as they are.
+        await self._write_memories(Change(), lambda: (
             self._tables["memories"].merge_insert("id").when_matched_update_all()
-            .execute(pa.Table.from_pylist(rows, schema=partial))
-        )
+            .execute(pa.Table.from_pylist(rows, schema=partial))))
         self._wrote("memories")
         return len(rows)
 
@@ -493,13 +556,13 @@ class Repository:
         await self.delete_events([m.id for m in memories])
         where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
         for table in ("memories", "messages", "jobs", "archive"):
-            await self._delete(table, where)
+            await self._delete(table, where, change=Change(namespaces=frozenset([namespace])))
         await self._delete("sessions", f"key = {sql_str(session_key(namespace, session_id))}")
 
     async def delete_namespace(self, namespace: str) -> None:
         where = f"namespace = {sql_str(namespace)}"
         for table in ("memories", "events", "messages", "jobs", "sessions", "archive"):
-            await self._delete(table, where)
+            await self._delete(table, where, change=Change(namespaces=frozenset([namespace])))
 
     # --- events (append-only) ----------------------------------------------------------
 
@@ -604,10 +667,11 @@ class Repository:
             return 0
         schema = self._schemas["memories"]
         partial = pa.schema([schema.field(name) for name in rows[0]])
-        await (
+        searched = set(partial.names).intersection([*self._search_columns(), "vector"]) - {"id"}
+        change = Change(ids=frozenset(r["id"] for r in rows)) if searched else Change()
+        await self._write_memories(change, lambda: (
             self._tables["memories"].merge_insert("id").when_matched_update_all()
-            .execute(pa.Table.from_pylist(list(rows), schema=partial))
-        )
+            .execute(pa.Table.from_pylist(list(rows), schema=partial))))
         self._wrote("memories")
         return len(rows)
 
