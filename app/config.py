@@ -41,7 +41,8 @@ class Settings(BaseSettings):
     # (true) or refuse to start (false).
     reembed_on_model_change: bool = False
     embedding_batch_size: int = Field(default=32, ge=1, le=1024)
-    # How long a lone query waits for companions to share one forward pass.
+    # While a forward pass runs, how long queries arriving meanwhile wait for companions to
+    # share the next one (a lone query never waits).
     embedding_batch_wait_ms: float = Field(default=2.0, ge=0, le=100)
 
     # --- store ---------------------------------------------------------------------------
@@ -53,6 +54,11 @@ class Settings(BaseSettings):
     skip_small_talk: bool = True
 
     # --- recall (SPEC.md §6, docs/benchmarks.md says what each default bought) -----------
+    # In-process copies of small namespaces for recall's exact searches
+    # (app/storage/namespace_cache.py): rows held in all (~2.5 KB each), and the largest
+    # namespace copied. 0 turns the copies off.
+    namespace_cache_max_rows: int = Field(default=50_000, ge=0)
+    namespace_cache_max_namespace_rows: int = Field(default=20_000, ge=0)
     recall_max_tokens: int = Field(default=1500, ge=1, le=32_000)
     # Threshold on relevance (0-1: weighted cosine + keyword coverage, before decay/boosts).
     recall_min_score: float = Field(default=0.35, ge=0, le=1)

@@ -15,8 +15,9 @@ and anything else drops the copies concerned. A version this process cannot acco
 (another process's write, a compaction, an index build) drops every copy behind it; the
 next keyword search starts the reload, so it overlaps the query's embedding.
 
-Memory: a row costs ~2.5 KB (vector and text); at most `_MAX_ROWS` rows are held, least
-recently used namespaces first out, and no namespace above `_MAX_NAMESPACE_ROWS`.
+Memory: a row costs ~2.5 KB (vector and text); at most `namespace_cache_max_rows` rows are
+held, least recently used namespaces first out, and no namespace above
+`namespace_cache_max_namespace_rows` (settings; 0 turns the copies off).
 """
 
 from __future__ import annotations
@@ -278,7 +279,8 @@ class NamespaceCache:
     def prefetch(self, namespace: str) -> None:
         """Start loading the namespace's copy in the background unless it is held or loading
         (the keyword search calls this: the load then overlaps the query's embedding)."""
-        if namespace in self._copies or namespace in self._loading or self._too_big(namespace):
+        if namespace in self._copies or namespace in self._loading or \
+                self._too_big(namespace) or self.max_rows <= 0:
             return
         task = asyncio.create_task(self.get(namespace, load=True))
         self._prefetches.add(task)
@@ -292,6 +294,8 @@ class NamespaceCache:
     async def get(self, namespace: str, *, load: bool) -> _Copy | None:
         """The namespace's copy as of the current table version; loaded if `load` and the
         namespace is small enough, else None (the caller asks LanceDB)."""
+        if self.max_rows <= 0 or self.max_namespace_rows <= 0:
+            return None  # copies turned off (settings)
         current = await self.version()
         held = self._copies.get(namespace)
         if held is not None and self.writes_in_flight and any(

@@ -141,7 +141,8 @@ _VECTOR_REFINE = 4
 
 
 class Repository:
-    def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int) -> None:
+    def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int,
+                 cache_rows: int = 50_000, cache_namespace_rows: int = 20_000) -> None:
         self._db = db
         self._tables = tables
         self.embedding_dim = embedding_dim
@@ -150,7 +151,9 @@ class Repository:
         self.last_write_monotonic = time.monotonic()
         # Small namespaces' memories for exact searches (namespace_cache.py); every write to
         # the memories table below reports what it changed (`_write_memories`).
-        self.namespace_cache = NamespaceCache(tables["memories"], self._search_columns)
+        self.namespace_cache = NamespaceCache(
+            tables["memories"], self._search_columns, max_rows=cache_rows,
+            max_namespace_rows=cache_namespace_rows)
 
     @classmethod
     async def open(cls, settings: Settings, *, embedding_dim: int) -> Repository:
@@ -169,7 +172,9 @@ class Repository:
             lock_path=settings.resolved_lock_dir / "migrations.lock",
         )
         tables = {name: await db.open_table(name) for name in TABLES}
-        repo = cls(db, tables, embedding_dim=embedding_dim)
+        repo = cls(db, tables, embedding_dim=embedding_dim,
+                   cache_rows=settings.namespace_cache_max_rows,
+                   cache_namespace_rows=settings.namespace_cache_max_namespace_rows)
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
         return repo
