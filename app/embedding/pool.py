@@ -180,7 +180,7 @@ class EmbeddingPool:
     def unknown_share(self, text: str) -> float:
         """The share of `text`'s tokens the model's vocabulary does not hold (0–1).
 
-        The bundled English model knows few Chinese characters: "快递年度盛典的持续时间" is
+        The bundled English model knows few Chinese characters: "年度读书分享会的报名时间" is
         mostly [UNK] to it, so its vectors of Chinese texts all look alike and their cosine
         says little. A multilingual model's share is ~0.
         """

@@ -7,7 +7,7 @@ is cut from the search text; the cue is kept and the service favours what it poi
 the most recent session for "just now / 刚才", and a lower score threshold for any cue,
 since the user asserts the memory exists.
 
-A **wrapper** is chit-chat around the real question ("…等等，我真正想问的问题是：…",
+A **wrapper** is chit-chat around the real question ("…对了，我其实想问的是：…",
 "anyway, what I actually want to know is: …"): only the part after the last marker is
 searched, so the small talk does not pull in small-talk memories.
 
@@ -89,7 +89,7 @@ _CUES: tuple[tuple[re.Pattern[str], ReferenceScope], ...] = (
 )
 
 # Markers after which the real question starts. The question is the text after the *last*
-# marker ("…对了，我想问，那个…的活动，规模是什么？").
+# marker ("…话说回来，我想问，那个…的展览，门票多少？").
 _WRAPPER = re.compile(
     r"(?:我?(?:真正|实际上?|其实|主要|就是)?想(?:问|知道|要?了解|弄清楚|搞清楚|确认)(?:的(?:问题)?)?(?:是|就是)?"
     r"|我的问题(?:是|就是)|问题(?:是|就是))(?:这个|这样)?\s*[:：,，]"
@@ -136,7 +136,7 @@ def parse_query(query: str) -> ParsedQuery:
 
 
 # Where a compound query starts another question: after a question mark, or at "另外 / 还有 /
-# 此外 / also / and another thing" ("我表哥多大了？另外，音乐光影之旅的规模是什么？").
+# 此外 / also / and another thing" ("我堂哥几岁了？另外，星河草地音乐节的规模是什么？").
 _PART_BREAK = re.compile(
     r"(?<=[?？])\s*"
     r"|[,，;；。.!！]?\s*(?:另外|此外|还有就是|还有|顺便问一?下|and also|also|another thing)"

@@ -209,7 +209,7 @@ class RecallService:
                           ) -> tuple[list[_Candidate], Coverage | None]:
         """Searched and scored candidates, and the query's term weights over them.
 
-        A compound query ("我表哥多大了？另外，音乐光影之旅的规模是什么？") is searched and
+        A compound query ("我堂哥几岁了？另外，星河草地音乐节的规模是什么？") is searched and
         scored per sub-question, concurrently (their embeddings share one model batch); a
         memory keeps its best score over the parts, so the second question's answer is not
         outranked by the first question's weak matches.
@@ -250,8 +250,8 @@ class RecallService:
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
                 ) -> str | None:
         """A second-hop query: the best memory's best-matching line plus the question, when
-        that line answers only part of it ("那个规模是五百人的活动，时间是什么？" finds
-        "烹饪乐聚团建盛宴的规模是五百人"; the hop then finds that event's time).
+        that line answers only part of it ("那个规模是八百人的活动，时间是哪天？" finds
+        "秋季厨艺交流会的规模是八百人"; the hop then finds that event's time).
 
         Only from one speaker's statements, whose lines name the thing they are about; the
         best line of a dialogue mostly repeats the question's own words, and hopping from

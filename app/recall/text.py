@@ -57,7 +57,7 @@ _ZH_STOP = word_set("""
 
 
 # Ways to name the same personal attribute, which the bundled English-centred model cannot
-# tell are related in Chinese ("我舅妈多大了" vs "我的舅妈今年53岁了"). A query term in a
+# tell are related in Chinese ("我姑妈多大了" vs "我的姑妈今年六十一岁了"). A query term in a
 # group matches a memory holding any word of its group. Kept to attributes people state
 # about themselves and others, where the words differ but the question is the same.
 _EQUIVALENT_GROUPS = """

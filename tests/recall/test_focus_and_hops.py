@@ -15,12 +15,12 @@ from tests.recall.test_recall_api import recall
 
 ZH_NOTES = [
     "今天天气不错，下午出去散步了。",
-    "我表哥今年三十八岁了。",
+    "我堂哥今年三十八岁了。",
     "最近在追一部电视剧，剧情挺好看的。",
     "晚饭做了西红柿炒鸡蛋，味道还可以。",
-    "音乐光影之旅的时间是下周六晚上七点。",
+    "星河草地音乐节的时间是下周六晚上七点。",
     "昨天晚上睡得有点晚。",
-    "音乐光影之旅的规模是五百人。",
+    "星河草地音乐节的规模是八百人。",
     "中午吃了一碗牛肉面，有点辣。",
     "最近总是想喝奶茶。",
     "我养的猫今天又把花盆打翻了。",
@@ -61,7 +61,7 @@ class TestCompoundQuestions:
         await store_notes(client, ZH_NOTES, namespace="zh")
         await store_notes(client, EN_NOTES, namespace="en")
         for namespace, query in (
-            ("zh", "我表哥今年多大了？另外，音乐光影之旅的规模是什么？"),
+            ("zh", "我堂哥今年几岁了？另外，星河草地音乐节的规模是什么？"),
             ("en", "How old is my cousin Daniel? Also, how many guests will the Harbour "
                    "Lights Gala have?"),
         ):
@@ -93,7 +93,7 @@ class TestSecondHop:
         await store_notes(client, ZH_NOTES + ZH_OTHER, namespace="zh")
         await store_notes(client, EN_NOTES + EN_OTHER, namespace="en")
         for namespace, query in (
-            ("zh", "那个规模是五百人的活动，时间是什么？"),
+            ("zh", "那个规模是八百人的活动，时间是哪天？"),
             ("en", "The event with five hundred guests: what time does it start?"),
         ):
             body = await recall(client, query, namespace=namespace, max_tokens=50)
@@ -103,7 +103,7 @@ class TestSecondHop:
 class TestPackingByLines:
     async def test_statements_give_their_matching_line_first(self, client: Any) -> None:
         await store_notes(client, ZH_NOTES, namespace="zh")
-        body = await recall(client, "我表哥今年多大了", namespace="zh", max_tokens=30)
+        body = await recall(client, "我堂哥今年几岁了", namespace="zh", max_tokens=30)
         first = body["memories"][0]
         assert first["msg_ids"] == ["n1"] and first["trimmed"], first
         assert body["tokens"] <= 30
@@ -143,8 +143,8 @@ class TestPackingByLines:
 class TestNoisyWrapper:
     async def test_the_question_after_the_chit_chat_is_searched(self, client: Any) -> None:
         await store_notes(client, ZH_NOTES, namespace="zh")
-        query = ("今天天气真好，适合出去散散步。昨天看的电视剧真是让人意犹未尽。"
-                 "哎，我真正想弄清楚的是，我表哥今年多大了？")
+        query = ("今天阳光不错，下午想去公园转转。昨天看的电视剧真是让人意犹未尽。"
+                 "哎，我真正想弄清楚的是，我堂哥今年几岁了？")
         body = await recall(client, query, namespace="zh", max_tokens=60)
         assert body["memories"][0]["msg_ids"] == ["n1"], body["memories"]
 
@@ -180,7 +180,7 @@ class TestHopFromOneMessage:
             ("zh", "我下属的邮箱是zhao.yu@example.com。",
              ["今天天气不错，出去走了走。", "我下属的学历是硕士。", "晚饭吃了饺子。",
               "最近在看一本小说。"],
-             "那个邮箱是zhao.yu@example.com的人，教育背景是什么？"),
+             "那个邮箱是zhao.yu@example.com的人，教育背景如何？"),
             ("en", "My colleague's email is zhao.yu@example.com.",
              ["Nice weather today, went for a walk.", "My colleague Zhao studied "
               "economics at Fudan.", "Had dumplings for dinner.", "Reading a novel lately."],
@@ -200,7 +200,7 @@ class TestReturnedLines:
                                                                     ) -> None:
         """Neighbouring chunks share a message; once the better one returned the matching
         line, the other has only unrelated statements left and is not returned."""
-        for namespace, notes, query in (("zh", ZH_NOTES[:11], "我表哥今年多大了"),
+        for namespace, notes, query in (("zh", ZH_NOTES[:11], "我堂哥今年几岁了"),
                                         ("en", EN_NOTES[:11], "How old is my cousin Daniel?")):
             notes = [*notes[:5], notes[1], *notes[6:]]  # the fact is message 5
             notes[1] = ZH_OTHER[0] if namespace == "zh" else EN_OTHER[0]

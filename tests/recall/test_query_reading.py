@@ -42,10 +42,10 @@ class TestReferencePhrases:
         assert parse_query(query).reference is None
 
     def test_chit_chat_wrapper_is_cut(self) -> None:
-        query = ("最近天气变化太快，也不知道那天需不需要带伞。搞错了，我实际想问的问题是："
-                 "那个地点是上海的活动，规模是什么？")
+        query = ("这几天忙得团团转，周末总算能歇口气。不扯远了，我其实想知道的是："
+                 "那个在杭州办的展览，门票多少钱？")
         parsed = parse_query(query)
-        assert parsed.unwrapped and parsed.text == "那个地点是上海的活动，规模是什么？"
+        assert parsed.unwrapped and parsed.text == "那个在杭州办的展览，门票多少钱？"
         english = parse_query("Nice weather today. Anyway, my real question is: when is "
                               "the dentist?")
         assert english.text == "when is the dentist?"
