@@ -98,6 +98,8 @@ _WRAPPER = re.compile(
     re.IGNORECASE,
 )
 _PUNCT_ONLY = re.compile(r"^[\s\W_]*$")
+_QUESTION_END = re.compile(r"[?？]|(?=[,，;；。.!！]?\s*(?:另外|此外|and also|also)\s*[,，:：])",
+                           re.IGNORECASE)
 _MIN_QUESTION_CHARS = 4
 
 
@@ -111,9 +113,20 @@ def parse_query(query: str) -> ParsedQuery:
     unwrapped = False
     markers = list(_WRAPPER.finditer(text))
     if markers:
-        tail = text[markers[-1].end():].strip()
-        if len(tail) >= _MIN_QUESTION_CHARS:
-            text, unwrapped = tail, True
+        # The question after each marker; one that is not the last runs only to the first
+        # question mark or "另外 / also" after it (chit-chat follows, then the next marker):
+        # "…我真正想问的是：A？另外，<chit-chat>。实际上我想问的是：B？" searches A and B.
+        questions = []
+        for marker, following in zip(markers, [*markers[1:], None], strict=True):
+            segment = text[marker.end():following.start() if following else len(text)]
+            if following is not None:
+                end = _QUESTION_END.search(segment)
+                segment = segment[:end.end()] if end else segment
+            segment = segment.strip(" ,，;；")
+            if len(segment) >= _MIN_QUESTION_CHARS:
+                questions.append(segment)
+        if questions:
+            text, unwrapped = " ".join(questions), True
 
     cue: ReferenceCue | None = None
     reference_only = False

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.recall.references import ReferenceScope, parse_query
+from app.recall.references import ReferenceScope, parse_query, split_questions
 from app.recall.text import coverage, query_terms
 from app.recall.when import find_time_hint, strip_phrase
 
@@ -49,6 +49,17 @@ class TestReferencePhrases:
         english = parse_query("Nice weather today. Anyway, my real question is: when is "
                               "the dentist?")
         assert english.text == "when is the dentist?"
+
+    def test_each_wrapped_question_is_kept_and_the_chit_chat_between_cut(self) -> None:
+        query = ("我其实想知道的是：我堂哥几岁了？另外，今天阳光不错，下午想去公园转转，"
+                 "不知道会不会下雨呢？问题是这个，星河草地音乐节有多少人参加？")
+        parsed = parse_query(query)
+        assert parsed.text == "我堂哥几岁了？ 星河草地音乐节有多少人参加？"
+        assert split_questions(parsed.text) == ["我堂哥几岁了？", "星河草地音乐节有多少人参加？"]
+        english = parse_query("My real question is: when is the dentist? Also, lovely "
+                              "weather, isn't it? What I really want to know is: who is "
+                              "my landlord?")
+        assert english.text == "when is the dentist? who is my landlord?"
 
 
 class TestDates:
