@@ -135,6 +135,19 @@ def load(path: Path, *, limit: int | None = None) -> list[Sample]:
 # --- client ----------------------------------------------------------------------------
 
 
+def setting_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """`--set NAME=VALUE` items as Settings keyword arguments: a value that parses as JSON
+    (numbers, true/false, lists) is that, anything else a plain string."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return overrides
+
+
 @asynccontextmanager
 async def engram_client(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncClient]:
     if args.url:
@@ -152,12 +165,7 @@ async def engram_client(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncCl
     # answer would depend on the questions before it.
     overrides: dict[str, Any] = {"log_level": "WARNING", "compression_enabled": False,
                                  "promote_daily_hits": 10**9, "promote_longterm_hits": 10**9}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = json.loads(value)  # numbers, true/false, lists
-        except json.JSONDecodeError:
-            overrides[key] = value  # a plain string
+    overrides.update(setting_overrides(args.set))
     settings = Settings(data_dir=Path(args.data_dir), environment="testing",
                         _env_file=None, **overrides)  # type: ignore[call-arg]
     app = create_app(settings)

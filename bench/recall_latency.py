@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import json
 import os
 import random
 import shutil
@@ -54,6 +53,7 @@ from app.config import Settings  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.storage.records import MemoryRecord  # noqa: E402
 from app.storage.repository import Repository  # noqa: E402
+from bench.locomo import setting_overrides  # noqa: E402
 
 _EN_VOCABULARY = (
     "project deadline meeting budget report client design database index query latency "
@@ -238,10 +238,7 @@ class Stages:
 
 
 def settings_for(data_dir: Path, args: argparse.Namespace) -> Settings:
-    overrides: dict[str, object] = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        overrides[name] = json.loads(value) if value[:1] in "[{0123456789tfn-" else value
+    overrides = setting_overrides(args.set)
     return Settings(data_dir=data_dir, environment="testing", log_level="WARNING",  # type: ignore[call-arg]
                     compression_enabled=False, embedding_threads=args.embedding_threads,
                     _env_file=None, **overrides)

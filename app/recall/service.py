@@ -215,7 +215,8 @@ class RecallService:
         outranked by the first question's weak matches.
         """
         terms = query_terms(text)
-        parts = [(p, t) for p in split_questions(text) if (t := query_terms(p))]
+        pieces = split_questions(text)
+        parts = [(p, t) for p in pieces if (t := query_terms(p))] if len(pieces) > 1 else []
         if len(parts) < 2:
             parts = [(text, terms)]
 
@@ -253,9 +254,9 @@ class RecallService:
         that line answers only part of it ("那个规模是八百人的活动，时间是哪天？" finds
         "秋季厨艺交流会的规模是八百人"; the hop then finds that event's time).
 
-        Only from one speaker's statements, whose lines name the thing they are about; the
-        best line of a dialogue mostly repeats the question's own words, and hopping from
-        it cost LoCoMo 2.5 points (docs/benchmarks.md).
+        Only from one speaker's statements (or a memory of one message), whose lines name
+        the thing they are about; the best line of a dialogue mostly repeats the question's
+        own words, and hopping from it cost LoCoMo 2.5 points (docs/benchmarks.md).
         """
         if matcher is None or not found:
             return None
@@ -481,10 +482,10 @@ class RecallService:
         if matcher is None or (len(units) < 2 and whole is None):
             return units
         ratio = self._settings.recall_focus_ratio
-        shares = [matcher.share(line) for _, line in units]
+        share = {u: matcher.share(u[1]) for u in whole or units}  # `units` ⊆ `whole`
+        shares = [share[u] for u in units]
         best = max(shares)
-        if whole is not None and len(whole) > len(units) and \
-                best < ratio * max(matcher.share(line) for _, line in whole):
+        if whole is not None and len(whole) > len(units) and best < ratio * max(share.values()):
             return []
         if best <= 0 or len(units) < 2:
             return units  # matched as a whole (by meaning): no line stands out

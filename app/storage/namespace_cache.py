@@ -263,8 +263,8 @@ class NamespaceCache:
                     self._copies[namespace] = updated
         self._forget_changes()
         if len(self._changes) > _MAX_CHANGES:
-            for version in sorted(self._changes)[: len(self._changes) - _MAX_CHANGES]:
-                del self._changes[version]
+            for old in sorted(self._changes)[: len(self._changes) - _MAX_CHANGES]:
+                del self._changes[old]
 
     def clear(self) -> None:
         self._copies.clear()

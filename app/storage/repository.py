@@ -19,7 +19,7 @@ import structlog
 
 from app.config import Settings
 from app.storage.migrations import migrate
-from app.storage.namespace_cache import Change, NamespaceCache
+from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache
 from app.storage.records import (
     ArchiveRecord,
     EventRecord,
@@ -255,7 +255,7 @@ class Repository:
 
     async def _delete(self, table: str, where: str, *, change: Change | None = None) -> None:
         if table == "memories":
-            await self._write_memories(change or Change(unknown=True),
+            await self._write_memories(change or UNKNOWN,
                                        lambda: self._tables[table].delete(where))
         else:
             await self._tables[table].delete(where)
@@ -443,27 +443,24 @@ class Repository:
         """
         import numpy as np
 
+        def search() -> Any:
+            return (self._tables["memories"].query().nearest_to_text(text, columns="text")
+                    .where(where.to_sql()).limit(limit))
+
         cache = self.namespace_cache
         copy = await cache.get(where.namespace, load=False)
         if copy is None:
             cache.prefetch(where.namespace)  # for the vector search that follows
         else:
             # Ids and scores only; rows and vectors come from the namespace's copy.
-            found = await (
-                self._tables["memories"].query().nearest_to_text(text, columns="text")
-                .where(where.to_sql()).select(["id", "_score"]).limit(limit).to_arrow()
-            )
+            found = await search().select(["id", "_score"]).to_arrow()
             taken = cache.take(copy, found.column("id").to_pylist())
             if taken is not None:  # else written since the copy was checked: read it all
                 rows, vectors = taken
                 hits = [SearchHit(_search_record(row), bm25=float(s))
                         for row, s in zip(rows, found.column("_score").to_pylist(), strict=True)]
                 return hits, vectors.reshape(len(hits), self.embedding_dim)
-        table = await (
-            self._tables["memories"].query().nearest_to_text(text, columns="text")
-            .where(where.to_sql()).select([*self._search_columns(), "vector", "_score"])
-            .limit(limit).to_arrow()
-        )
+        table = await search().select([*self._search_columns(), "vector", "_score"]).to_arrow()
         if table.num_rows == 0:
             return [], np.zeros((0, self.embedding_dim), dtype=np.float32)
         scores = table.column("_score").to_pylist()

@@ -43,6 +43,12 @@ def memory(i: int, rng: np.random.Generator, *, namespace: str = "alice", **fiel
     return MemoryRecord(**values)
 
 
+async def search_alice(repo: Repository) -> None:
+    """An exact vector search of alice: loads her copy, or uses the one held."""
+    await repo.vector_search(unit(np.random.default_rng(1)), SearchFilter(namespace="alice"),
+                             limit=5, exact=True)
+
+
 @pytest.fixture
 async def repos(tmp_path: Path) -> tuple[Repository, Repository]:
     settings = make_settings(tmp_path / "data")
@@ -97,7 +103,7 @@ async def test_stored_after_a_search_is_found_without_reloading(
         repos: tuple[Repository, Repository]) -> None:
     cached, plain = repos
     where = SearchFilter(namespace="alice")
-    await cached.vector_search(unit(np.random.default_rng(1)), where, limit=5, exact=True)
+    await search_alice(cached)
     loads = cached.namespace_cache.loads
     rng = np.random.default_rng(9)
     new = memory(500, rng, text="user: the boiler service is booked")
@@ -167,7 +173,7 @@ async def test_every_write_makes_a_version(repos: tuple[Repository, Repository])
 async def test_another_process_writes_are_seen(repos: tuple[Repository, Repository]) -> None:
     cached, plain = repos
     where = SearchFilter(namespace="alice")
-    await cached.vector_search(unit(np.random.default_rng(1)), where, limit=5, exact=True)
+    await search_alice(cached)
     new = memory(700, np.random.default_rng(11))
     await plain.upsert_memories([new])  # the other "process"
     hits = await cached.vector_search(new.vector or [], where, limit=1, exact=True)
@@ -181,13 +187,12 @@ async def test_another_process_writes_are_seen(repos: tuple[Repository, Reposito
 async def test_hit_counts_and_other_namespaces_keep_the_copy(
         repos: tuple[Repository, Repository]) -> None:
     cached, _ = repos
-    where = SearchFilter(namespace="alice")
-    await cached.vector_search(unit(np.random.default_rng(1)), where, limit=5, exact=True)
+    await search_alice(cached)
     loads = cached.namespace_cache.loads
     await cached.add_hits({"m1": 2, "m2": 1}, namespaces=["alice"], when=T0)
     await cached.upsert_memories([memory(2000, np.random.default_rng(3), namespace="bob")])
     await cached.set_memory_columns([{"id": "m5", "hit_count": 4}])
-    await cached.vector_search(unit(np.random.default_rng(1)), where, limit=5, exact=True)
+    await search_alice(cached)
     assert cached.namespace_cache.loads == loads
 
 
