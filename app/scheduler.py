@@ -21,13 +21,15 @@ log = structlog.get_logger(__name__)
 
 
 class Maintenance:
-    def __init__(self, repo: Repository, *, every_versions: int, idle_seconds: float = 2.0,
-                 tick_seconds: float = 5.0, vector_index_min_rows: int = 0) -> None:
+    def __init__(self, repo: Repository, *, every_versions: int, every_rows: int | None = None,
+                 idle_seconds: float = 2.0, tick_seconds: float = 5.0,
+                 vector_index_min_rows: int = 0) -> None:
         self._repo = repo
         # 0: never build the vector index (exhaustive search only).
         self._vector_index_min_rows = vector_index_min_rows
         self._vector_index_ready = False
         self._every_versions = every_versions
+        self._every_rows = every_rows
         self._idle_seconds = idle_seconds
         self._tick_seconds = tick_seconds
         self._task: asyncio.Task[None] | None = None
@@ -56,10 +58,13 @@ class Maintenance:
         """Compact the tables that need it; return their names."""
         if not force and time.monotonic() - self._repo.last_write_monotonic < self._idle_seconds:
             return []
-        threshold = 1 if force else self._every_versions
+        if force:
+            tables = self._repo.tables_needing_compaction(1)
+        else:
+            tables = self._repo.tables_needing_compaction(self._every_versions, self._every_rows)
         done = []
         async with self.busy:
-            for table in self._repo.tables_needing_compaction(threshold):
+            for table in tables:
                 try:
                     await self._repo.compact(table)
                     done.append(table)

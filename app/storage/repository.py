@@ -148,6 +148,10 @@ class Repository:
         self.embedding_dim = embedding_dim
         self._schemas: dict[str, pa.Schema] = {}
         self._writes_since_compaction: dict[str, int] = dict.fromkeys(tables, 0)
+        # Rows written since the last compaction: each sits outside the table's indexes and
+        # is scanned by every search until `optimize()` folds it in (a hit flush rewrites
+        # the rows it counts, so a store read often drifts out of its full-text index).
+        self._rows_since_compaction: dict[str, int] = dict.fromkeys(tables, 0)
         self.last_write_monotonic = time.monotonic()
         # Small namespaces' memories for exact searches (namespace_cache.py); every write to
         # the memories table below reports what it changed (`_write_memories`).
@@ -177,7 +181,17 @@ class Repository:
                    cache_namespace_rows=settings.namespace_cache_max_namespace_rows)
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
+        await repo._count_unindexed_rows()
         return repo
+
+    async def _count_unindexed_rows(self) -> None:
+        """Start the row counts from what the indexes lack: a restart must not forget them."""
+        for name, table in self._tables.items():
+            for index in await table.list_indices():
+                stats = await table.index_stats(index.name)
+                if stats is not None:
+                    self._rows_since_compaction[name] = max(
+                        self._rows_since_compaction[name], int(stats.num_unindexed_rows))
 
     @property
     def stored_vector_dim(self) -> int:
@@ -228,7 +242,7 @@ class Repository:
             await self._write_memories(Change(rows=data.select(cached)), lambda: write(data))
         else:
             await write(data)
-        self._wrote(table)
+        self._wrote(table, len(records))
 
     async def _insert_new(self, table: str, key: str, records: Sequence[_Record]) -> None:
         """Insert rows whose key is not stored yet; existing keys are left as they are."""
@@ -240,7 +254,7 @@ class Repository:
             .when_not_matched_insert_all()
             .execute(self._arrow(table, records))
         )
-        self._wrote(table)
+        self._wrote(table, len(records))
 
     async def _select(
         self, table: str, cls: type[R], where: str, *, columns: list[str] | None = None,
@@ -280,8 +294,10 @@ class Repository:
         finally:
             cache.writes_in_flight -= 1
 
-    def _wrote(self, table: str) -> None:
+    def _wrote(self, table: str, rows: int = 0) -> None:
+        """Count one write version of `table`, which added or rewrote `rows` rows."""
         self._writes_since_compaction[table] += 1
+        self._rows_since_compaction[table] += rows
         self.last_write_monotonic = time.monotonic()
 
     # --- messages (raw log) ------------------------------------------------------------
@@ -300,7 +316,7 @@ class Repository:
             await self._tables["messages"].update(
                 updates={"state": "done"}, where=sql_in("key", keys)
             )
-            self._wrote("messages")
+            self._wrote("messages", len(keys))
 
     async def pending_sessions(self) -> list[tuple[str, str]]:
         """(namespace, session) pairs whose raw log holds messages not yet built into memories."""
@@ -371,7 +387,7 @@ class Repository:
             Change(updates={memory_id: dict(values)}),
             lambda: self._tables["memories"].update(updates=values,
                                                     where=f"id = {sql_str(memory_id)}"))
-        self._wrote("memories")
+        self._wrote("memories", 1)
 
     async def forgettable_memories(
         self, namespace: str, *, untouched_since: datetime, max_importance: int
@@ -500,7 +516,7 @@ class Repository:
         await self._write_memories(Change(), lambda: (
             self._tables["memories"].merge_insert("id").when_matched_update_all()
             .execute(pa.Table.from_pylist(rows, schema=partial))))
-        self._wrote("memories")
+        self._wrote("memories", len(rows))
         return len(rows)
 
     async def has_vector_index(self) -> bool:
@@ -618,7 +634,7 @@ class Repository:
             self._tables["meta"].merge_insert("key").when_matched_update_all()
             .when_not_matched_insert_all().execute(table)
         )
-        self._wrote("meta")  # counted, so maintenance compacts meta too
+        self._wrote("meta", 1)  # counted, so maintenance compacts meta too
 
     # --- whole namespaces (export / import) ----------------------------------------------
 
@@ -674,7 +690,7 @@ class Repository:
         await self._write_memories(change, lambda: (
             self._tables["memories"].merge_insert("id").when_matched_update_all()
             .execute(pa.Table.from_pylist(list(rows), schema=partial))))
-        self._wrote("memories")
+        self._wrote("memories", len(rows))
         return len(rows)
 
     async def archive_memories(self, records: Sequence[ArchiveRecord]) -> None:
@@ -711,8 +727,11 @@ class Repository:
                            "version": int(await table.version())}
         return stats
 
-    def tables_needing_compaction(self, threshold: int) -> list[str]:
-        return [t for t, n in self._writes_since_compaction.items() if n >= threshold]
+    def tables_needing_compaction(self, versions: int, rows: int | None = None) -> list[str]:
+        """Tables with `versions` writes, or `rows` rows outside their indexes, since the
+        last compaction (a few large writes leave as much to scan as many small ones)."""
+        return [t for t, n in self._writes_since_compaction.items()
+                if n >= versions or (rows is not None and self._rows_since_compaction[t] >= rows)]
 
     async def compact(self, table: str) -> None:
         """Merge small fragments, fold new rows into indexes, drop versions older than 10 min.
@@ -722,4 +741,5 @@ class Repository:
         """
         await self._tables[table].optimize(cleanup_older_than=timedelta(minutes=10))
         self._writes_since_compaction[table] = 0
+        self._rows_since_compaction[table] = 0
         log.info("table_compacted", table=table)
