@@ -7,7 +7,9 @@ share of the query's information (IDF-weighted terms) that a memory contains, 0�
 
 Terms: English words lower-cased, lightly stemmed, function words dropped; Chinese words
 from jieba's search-mode segmentation (a compound and its parts), single characters and
-function words dropped. Chinese terms are matched as substrings of the memory text, so a
+function words dropped; plus the words jieba's HMM puts together where the dictionary left
+single characters, mostly names (`QueryTerms.guessed`; without them "宋嘉树和林婉清谁更年长"
+has no term but 年长). Chinese terms are matched as substrings of the memory text, so a
 different segmentation of the same words on the two sides never hides a match. IDF is
 taken over the candidate memories of this query (the only corpus at hand without another
 query): a term found in every candidate (a speaker's name in a two-person chat) weighs
@@ -98,9 +100,13 @@ def _stem(word: str) -> str:
 class QueryTerms:
     latin: frozenset[str]  # stemmed English words
     cjk: frozenset[str]  # Chinese words, matched as substrings
+    # Chinese words outside the segmenter's dictionary that its HMM put together from single
+    # characters: mostly names ("张伟", "大润发"), sometimes scaffolding ("更高"). They
+    # count only where some candidate holds them (`Coverage`).
+    guessed: frozenset[str] = frozenset()
 
     def __bool__(self) -> bool:
-        return bool(self.latin or self.cjk)
+        return bool(self.latin or self.cjk or self.guessed)
 
 
 def latin_words(text: str) -> set[str]:
@@ -116,6 +122,7 @@ def latin_words(text: str) -> set[str]:
 def query_terms(text: str) -> QueryTerms:
     """The English and Chinese terms of a query."""
     cjk: set[str] = set()
+    guessed: set[str] = set()
     runs = _CJK_RUN.findall(text)
     if runs:
         warm_up()
@@ -123,12 +130,19 @@ def query_terms(text: str) -> QueryTerms:
             for word in jieba.cut_for_search(run, HMM=False):
                 if len(word) >= 2 and word not in _ZH_STOP:
                     cjk.add(word)
+            # The dictionary segmentation leaves a name it does not know as single
+            # characters ("张伟和王宇" → 张 伟 和 王 宇), which carry no term at all.
+            for word in jieba.cut(run, HMM=True):
+                if len(word) >= 2 and word not in _ZH_STOP and word not in cjk \
+                        and not any(word in w for w in cjk):
+                    guessed.add(word)
             # An attribute named in a compound the segmenter splits ("教育背景" → 教育, 背景)
             # counts as one term, not as its parts, so that its equivalents can match.
             named = {w for w in _CJK_EQUIVALENT_WORDS if w in run}
             cjk = {t for t in cjk if not any(t != w and t in w for w in named)} | named
     latin = latin_words(_CJK_RUN.sub(" ", text))
-    return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk))
+    return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
+                      guessed=frozenset(guessed - cjk))
 
 
 def has_cjk(text: str) -> bool:
@@ -149,7 +163,9 @@ class Coverage:
             return _EQUIVALENTS.get(term, (term,)) if equivalents else (term,)
 
         self._terms = [(forms(t), False) for t in sorted(terms.latin)] + \
-            [(forms(t), True) for t in sorted(terms.cjk)]
+            [(forms(t), True) for t in sorted(terms.cjk)] + \
+            [((t,), True) for t in sorted(terms.guessed)]
+        first_guessed = len(self._terms) - len(terms.guessed)
         self._latin: re.Pattern[str] | None = None
         if terms.latin:
             # One regex pass per text instead of tokenizing it in Python (the hot spot of a
@@ -161,10 +177,14 @@ class Coverage:
         present = [self._present(d) for d in documents]
         n = len(documents)
         self._weights: list[float] = []
-        for column in zip(*present, strict=True) if present else ():
+        for i, column in enumerate(zip(*present, strict=True) if present else ()):
             # A term no candidate holds weighs like a rare one, not more: it cannot tell the
             # candidates apart, and it is as often the question's scaffolding ("安排",
-            # "scheduled") as something the store lacks.
+            # "scheduled") as something the store lacks. A guessed word no candidate holds
+            # weighs nothing: it was no term before the guess.
+            if i >= first_guessed and not any(column):
+                self._weights.append(0.0)
+                continue
             df = max(1, sum(column))
             self._weights.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
         self._total = sum(self._weights)

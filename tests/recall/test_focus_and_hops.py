@@ -240,3 +240,23 @@ class TestUnreadableQuery:
                 memory["explain"]["relevance"], abs=1e-4)
         chit_chat = zh["memories"][-1]["explain"]
         assert chit_chat["ranking"] < chit_chat["relevance"], zh["memories"]
+
+
+class TestNamesOutsideTheDictionary:
+    async def test_people_named_in_the_question_are_found(self, client: Any) -> None:
+        """The segmenter's dictionary does not know most personal names: without its guess
+        at them, "宋嘉树和林婉清谁更年长？" keeps no term but 年长 and finds nothing."""
+        for namespace, notes, query in (
+            ("zh", ["宋嘉树是我的表哥，今年三十一岁。", "今天下午去超市买了水果。",
+                    "林婉清是我的同事，今年四十六岁。", "晚上看了一会儿书。", "明天可能会下雨。"],
+             "宋嘉树和林婉清谁更年长？"),
+            ("en", ["Teodor is my cousin, he is thirty-one.", "Bought some fruit this "
+                    "afternoon.", "Marisol is my colleague, she is forty-six.",
+                    "Read a book in the evening.", "It may rain tomorrow."],
+             "Who is older, Teodor or Marisol?"),
+        ):
+            for i, note in enumerate(notes):  # a day each: one memory per note
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                            namespace=namespace, session_id=f"day{i}")
+            body = await recall(client, query, namespace=namespace, max_tokens=60)
+            assert {"n0", "n2"} <= returned_ids(body), (namespace, body["memories"])
