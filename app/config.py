@@ -103,9 +103,13 @@ class Settings(BaseSettings):
     recall_focus_ratio: float = Field(default=0.5, ge=0, le=1)
     recall_focus_context: int = Field(default=0, ge=0, le=10)
     # Second hop (RecallService._bridge): search again with the best statement's line when it
-    # holds less than this share of the question's terms.
+    # holds at most this share of the question's terms.
     recall_bridge: bool = True
     recall_bridge_max_share: float = Field(default=0.9, ge=0, le=1)
+    # The hop is scored without the question's words that none of the first search's
+    # candidates held (its scaffolding: "以下哪个是最可能的描述"), so a memory that shares only
+    # the line's name with it still passes `min_score`.
+    recall_bridge_drop_absent: bool = True
     # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).
     recall_equivalents: bool = True
     recall_other_branch_factor: float = Field(default=0.8, ge=0, le=1)

@@ -231,11 +231,16 @@ class RecallService:
 
         results = await asyncio.gather(*(one(part, t) for part, t in parts))
         if self._settings.recall_bridge:
-            bridges = [b for b in (self._bridge(part, found, matcher)
-                                   for (part, _), (found, matcher) in zip(parts, results,
-                                                                          strict=True)) if b]
+            bridges = []
+            for (part, _), (found, matcher) in zip(parts, results, strict=True):
+                bridge = self._bridge(part, found, matcher)
+                if bridge is not None and matcher is not None:
+                    hop_terms = query_terms(bridge)
+                    if self._settings.recall_bridge_drop_absent:
+                        hop_terms = hop_terms.without(matcher.absent)
+                    bridges.append((bridge, hop_terms))
             if bridges:
-                results += await asyncio.gather(*(one(b, query_terms(b)) for b in bridges))
+                results += await asyncio.gather(*(one(b, t) for b, t in bridges))
         if len(results) == 1:
             return results[0]
         best: dict[str, _Candidate] = {}
@@ -267,7 +272,7 @@ class RecallService:
         lines = [line for _, line in units]
         shares = [matcher.share(line) for line in lines]
         best = max(range(len(lines)), key=lambda i: shares[i])
-        if not 0 < shares[best] < self._settings.recall_bridge_max_share:
+        if not 0 < shares[best] <= self._settings.recall_bridge_max_share:
             return None
         line = lines[best].split(": ", 1)[-1]
         return f"{line} {part}"

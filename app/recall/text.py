@@ -18,7 +18,8 @@ the query may ask about something the store does not hold.
 
 With `equivalents`, a query's attribute word also matches the other words of its group
 (`_EQUIVALENT_GROUPS`: 年龄 ~ 岁, 教育背景 ~ 学历, birthday ~ born), the paraphrases a user
-makes most between stating a fact and asking about it.
+makes most between stating a fact and asking about it, and a kind of thing matches the
+things of that kind (`_KIND_MEMBERS`: 家电 finds 洗碗机, phone finds Pixel; not the reverse).
 """
 
 from __future__ import annotations
@@ -63,26 +64,59 @@ _ZH_STOP = word_set("""
 # group matches a memory holding any word of its group. Kept to attributes people state
 # about themselves and others, where the words differ but the question is the same.
 _EQUIVALENT_GROUPS = """
-年龄 年纪 多大 岁
+年龄 年纪 多大 岁 年轻 年长
 名字 姓名 名叫 叫
-家乡 老家 籍贯 来自
-电话 手机号 联系电话 电话号码 号码
+家乡 老家 籍贯 来自 老乡 哪里人 哪儿人 哪里的人 哪儿的人
+电话 手机号 手机号码 联系电话 电话号码 号码 联系方式
 邮箱 邮箱地址 电子邮件 邮件
-学历 教育背景 毕业
+学历 教育背景 毕业 专科 大专 本科 硕士 博士 研究生
 爱好 兴趣 兴趣爱好 喜欢
-身高 多高 厘米
+身高 多高 厘米 cm
 生日 过生日 出生
 单位 工作单位 公司
-age old
+age old young
 birthday born
 phone number mobile
 email mail
 hobby hobbies enjoy
 hometown grew
 """
-_EQUIVALENTS: dict[str, tuple[str, ...]] = {
-    word: tuple(group) for group in (line.split() for line in _EQUIVALENT_GROUPS.strip()
-                                     .splitlines()) for word in group}
+# A kind of thing and the things of that kind people name instead ("我用的家电" asked,
+# "我家用的是博世洗碗机" stated; "my phone" asked, "my new Pixel" stated). One way only: the
+# kind matches its members, a member does not match the other members.
+_KIND_MEMBERS = """
+家电: 洗衣机 洗碗机 冰箱 空调 电视机 吸尘器 扫地机 空气净化器 净化器 加湿器 除湿机 微波炉 烤箱
+  电饭煲 电磁炉 热水器 净水器 油烟机 燃气灶 消毒柜 电风扇 取暖器 吹风机 豆浆机 榨汁机 破壁机
+  料理机 咖啡机 空气炸锅 洗地机 干衣机 烘干机 投影仪
+美妆: 化妆品 护肤品 口红 唇膏 唇釉 粉底 气垫 精华液 面霜 眼霜 乳液 面膜 爽肤水 化妆水 防晒 卸妆
+  洗面奶 眼影 睫毛膏 眉笔 腮红 香水 散粉 遮瑕 精油 护发素
+手机: iphone 华为 小米 红米 荣耀 oppo vivo 三星 一加 魅族 realme 真我 努比亚 pixel
+运动鞋: 跑鞋 球鞋 篮球鞋 板鞋 耐克 nike 阿迪达斯 adidas 新百伦 安踏 李宁 特步 匹克 亚瑟士 asics
+  彪马 puma 斯凯奇 匡威 万斯
+景区: 景点 风景区 公园 乐园 古镇 寺庙 博物馆 故宫 长城 海滩 度假区
+商场: 超市 购物中心 商城 百货 万达 大润发 沃尔玛 家乐福 山姆
+appliance: dishwasher fridge refrigerator freezer microwave oven washer dryer vacuum purifier
+  humidifier kettle toaster blender heater
+phone: iphone pixel galaxy android
+makeup: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
+cosmetic: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
+sneaker: nike adidas asics puma reebok converse vans
+"""
+
+
+def _parse_groups() -> dict[str, tuple[str, ...]]:
+    forms: dict[str, tuple[str, ...]] = {}
+    for line in _EQUIVALENT_GROUPS.strip().splitlines():
+        group = tuple(line.split())
+        for word in group:
+            forms[word] = group
+    for kind, members in re.findall(r"^(\S+):((?:.*\n?)(?:^ +.*\n?)*)", _KIND_MEMBERS.strip(),
+                                    flags=re.MULTILINE):
+        forms[kind] = tuple(dict.fromkeys([*forms.get(kind, (kind,)), *members.split()]))
+    return forms
+
+
+_EQUIVALENTS = _parse_groups()
 
 _CJK_EQUIVALENT_WORDS = frozenset(w for w in _EQUIVALENTS if len(w) >= 2 and _CJK_RUN.fullmatch(w))
 
@@ -108,6 +142,10 @@ class QueryTerms:
     def __bool__(self) -> bool:
         return bool(self.latin or self.cjk or self.guessed)
 
+    def without(self, words: frozenset[str]) -> QueryTerms:
+        return QueryTerms(latin=self.latin - words, cjk=self.cjk - words,
+                          guessed=self.guessed - words)
+
 
 def latin_words(text: str) -> set[str]:
     words = set()
@@ -131,10 +169,13 @@ def query_terms(text: str) -> QueryTerms:
                 if len(word) >= 2 and word not in _ZH_STOP:
                     cjk.add(word)
             # The dictionary segmentation leaves a name it does not know as single
-            # characters ("张伟和王宇" → 张 伟 和 王 宇), which carry no term at all.
+            # characters ("宋嘉树和林婉清" → 宋 嘉 树 和 林 婉 清), which carry no term at
+            # all. A guess that starts or ends with a function word ("我用", "更高") is the
+            # HMM gluing scaffolding together, not a name.
             for word in jieba.cut(run, HMM=True):
-                if len(word) >= 2 and word not in _ZH_STOP and word not in cjk \
-                        and not any(word in w for w in cjk):
+                if len(word) >= 2 and word not in _ZH_STOP and word[0] not in _ZH_STOP \
+                        and word[-1] not in _ZH_STOP \
+                        and word not in cjk and not any(word in w for w in cjk):
                     guessed.add(word)
             # An attribute named in a compound the segmenter splits ("教育背景" → 教育, 背景)
             # counts as one term, not as its parts, so that its equivalents can match.
@@ -162,6 +203,7 @@ class Coverage:
         def forms(term: str) -> tuple[str, ...]:
             return _EQUIVALENTS.get(term, (term,)) if equivalents else (term,)
 
+        self._names = [*sorted(terms.latin), *sorted(terms.cjk), *sorted(terms.guessed)]
         self._terms = [(forms(t), False) for t in sorted(terms.latin)] + \
             [(forms(t), True) for t in sorted(terms.cjk)] + \
             [((t,), True) for t in sorted(terms.guessed)]
@@ -189,6 +231,9 @@ class Coverage:
             self._weights.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
         self._total = sum(self._weights)
         self.scores = [self._share(row) for row in present]
+        self.absent = frozenset(name for name, column in zip(
+            self._names, zip(*present, strict=True) if present else (), strict=False)
+            if not any(column))
 
     def _present(self, text: str) -> list[bool]:
         lowered = text.lower()

@@ -260,3 +260,48 @@ class TestNamesOutsideTheDictionary:
                             namespace=namespace, session_id=f"day{i}")
             body = await recall(client, query, namespace=namespace, max_tokens=60)
             assert {"n0", "n2"} <= returned_ids(body), (namespace, body["memories"])
+
+
+class TestKindsAndTheirMembers:
+    async def test_a_thing_asked_by_its_kind_is_found_by_its_name(self, client: Any) -> None:
+        """The user names the thing ("博世洗碗机", "a Pixel") and asks by its kind (家电,
+        phone); nothing else in the question matches the note."""
+        for namespace, notes, query in (
+            ("zh", ["今天下午去超市买了水果。", "我家厨房新装了一台博世洗碗机。",
+                    "我家楼下新开了一家面包店。", "我用的笔记本是同事送的。"],
+             "我用的家电是什么？"),
+            ("en", ["Bought some fruit this afternoon.", "I switched to a Pixel last month.",
+                    "Read a book in the evening.", "It may rain tomorrow."],
+             "Which phone do I have?"),
+        ):
+            for i, note in enumerate(notes):  # a day each: one memory per note
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                            namespace=namespace, session_id=f"day{i}")
+            body = await recall(client, query, namespace=namespace, max_tokens=60)
+            assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
+                (namespace, body["memories"])
+
+
+class TestHopWithoutScaffolding:
+    async def test_the_hop_finds_a_memory_that_shares_only_the_name(self, client: Any
+                                                                    ) -> None:
+        """The first search finds the note naming the mall; the opinion about it shares
+        only the mall's name, and the question's other words ("以下哪个是最可能的描述")
+        are in no memory at all: they must not keep the hop's find under `min_score`."""
+        for namespace, first, rest, query in (
+            ("zh", "我常去的商场是星光百货。",
+             ["今天天气不错，出去走了走。", "星光百货东西挺全的，就是周末人太多。",
+              "晚饭吃了饺子。"],
+             "对于我常去的商场，以下哪个是最可能的描述？"),
+            ("en", "The mall I go to most is Riverside Plaza.",
+             ["Nice weather today, went for a walk.", "Riverside Plaza has everything, "
+              "but it is packed on weekends.", "Had dumplings for dinner."],
+             "Which of the following best describes the mall I go to most?"),
+        ):
+            await store(client, [{"msg_id": "e0", "role": "user", "content": first}],
+                        namespace=namespace, session_id="day1")
+            await store(client, [{"msg_id": f"r{i}", "role": "user", "content": text}
+                                 for i, text in enumerate(rest)],
+                        namespace=namespace, session_id="day2")
+            body = await recall(client, query, namespace=namespace, max_tokens=60)
+            assert {"e0", "r1"} <= returned_ids(body), (namespace, body["memories"])
