@@ -103,9 +103,11 @@ class Settings(BaseSettings):
     recall_focus_ratio: float = Field(default=0.5, ge=0, le=1)
     recall_focus_context: int = Field(default=0, ge=0, le=10)
     # Second hop (RecallService._bridge): search again with the best statement's line when it
-    # holds at most this share of the question's terms.
+    # holds at most this share of the question's terms. 1: always (a line that names the
+    # asked thing in every word of the question, "我路过的景区是X", still leaves "what is X
+    # like" to another memory).
     recall_bridge: bool = True
-    recall_bridge_max_share: float = Field(default=0.9, ge=0, le=1)
+    recall_bridge_max_share: float = Field(default=1.0, ge=0, le=1)
     # The hop is scored without the question's words that none of the first search's
     # candidates held (its scaffolding: "以下哪个是最可能的描述"), so a memory that shares only
     # the line's name with it still passes `min_score`.
@@ -117,6 +119,9 @@ class Settings(BaseSettings):
     # applied to min_score (the user asserts the memory exists).
     recall_reference_boost: float = Field(default=1.25, ge=1, le=3)
     recall_reference_threshold_factor: float = Field(default=0.7, ge=0, le=1)
+    # A counting question ("有几个人…", "how many …"): the factor applied to min_score (it
+    # asks for every memory holding the attribute, whatever its value).
+    recall_count_threshold_factor: float = Field(default=0.7, ge=0, le=1)
     # Hits are buffered and written in one batch this often (or sooner when this many memory
     # ids are pending). Each write leaves a fragment that slows searches until compaction.
     hit_flush_seconds: float = Field(default=10.0, gt=0)

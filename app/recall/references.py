@@ -7,6 +7,9 @@ is cut from the search text; the cue is kept and the service favours what it poi
 the most recent session for "just now / 刚才", and a lower score threshold for any cue,
 since the user asserts the memory exists.
 
+A **counting** question ("有几个人…", "how many …") is noted: it asks for every instance,
+so the service accepts weaker matches for it too.
+
 A **wrapper** is chit-chat around the real question ("…对了，我其实想问的是：…",
 "anyway, what I actually want to know is: …"): only the part after the last marker is
 searched, so the small talk does not pull in small-talk memories.
@@ -40,6 +43,7 @@ class ParsedQuery:
     reference: ReferenceCue | None = None
     unwrapped: bool = False
     reference_only: bool = False  # the query is nothing but a reference phrase
+    counts: bool = False  # "有几个人…", "how many …": every instance is asked for
 
 
 _ZH_RECENT = (
@@ -97,6 +101,14 @@ _WRAPPER = re.compile(
     r"|my (?:real |actual )?question is)\s*[:,]?",
     re.IGNORECASE,
 )
+# A question that counts ("有几个活动的规模超过五百人", "how many times did I …") needs every
+# memory holding the attribute, also those whose value does not match: the condition
+# ("超过五百人", "以下", "before May") is for the reader to apply, not a keyword.
+_COUNTING = re.compile(
+    r"有几(?:个|位|场|次|家|种|天|件|本|部|回)|有多少(?:个|位|人|场|次|家|种|回)?|几个人|一共|总共"
+    r"|\bhow (?:many|often)\b|\bin total\b",
+    re.IGNORECASE,
+)
 _PUNCT_ONLY = re.compile(r"^[\s\W_]*$")
 _QUESTION_END = re.compile(r"[?？]|(?=[,，;；。.!！]?\s*(?:另外|此外|and also|also)\s*[,，:：])",
                            re.IGNORECASE)
@@ -145,7 +157,7 @@ def parse_query(query: str) -> ParsedQuery:
                 text = stripped
             break
     return ParsedQuery(text=text, original=query, reference=cue, unwrapped=unwrapped,
-                       reference_only=reference_only)
+                       reference_only=reference_only, counts=bool(_COUNTING.search(text)))
 
 
 # Where a compound query starts another question: after a question mark, or at "另外 / 还有 /

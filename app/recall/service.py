@@ -143,6 +143,9 @@ class RecallService:
         if parsed.reference is not None:
             # The user says the memory exists: accept a weaker match for it.
             min_score *= s.recall_reference_threshold_factor
+        if parsed.counts:
+            # Every instance is asked for, also those the question's condition rules out.
+            min_score *= s.recall_count_threshold_factor
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
 
@@ -255,9 +258,10 @@ class RecallService:
 
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
                 ) -> str | None:
-        """A second-hop query: the best memory's best-matching line plus the question, when
-        that line answers only part of it ("那个规模是八百人的活动，时间是哪天？" finds
-        "秋季厨艺交流会的规模是八百人"; the hop then finds that event's time).
+        """A second-hop query: the best memory's best-matching line plus the question
+        ("那个规模是八百人的活动，时间是哪天？" finds "秋季厨艺交流会的规模是八百人"; the hop
+        then finds that event's time). By default even when the line holds every word of the
+        question: "我常去的商场是星光百货" answers "我常去的商场怎么样" by name only.
 
         Only from one speaker's statements (or a memory of one message), whose lines name
         the thing they are about; the best line of a dialogue mostly repeats the question's

@@ -305,3 +305,29 @@ class TestHopWithoutScaffolding:
                         namespace=namespace, session_id="day2")
             body = await recall(client, query, namespace=namespace, max_tokens=60)
             assert {"e0", "r1"} <= returned_ids(body), (namespace, body["memories"])
+
+
+class TestCountingQuestions:
+    async def test_every_memory_with_the_attribute_is_returned(self, client: Any) -> None:
+        """"有几个人在广东深圳工作？" is answered by reading every workplace stated, also those
+        that do not match the asked city: weaker matches are accepted (min_score × 0.7; a
+        high min_score here, where every short note's cosine is high)."""
+        for namespace, facts, chat, query in (
+            ("zh", ["宋嘉树在广东深圳工作。", "林婉清在江苏南京工作。", "周慕白在浙江杭州工作。"],
+             ["最近工作有点忙，晚上总加班。", "今天下午去超市买了水果。",
+              "工作了一天，晚上看了一会儿书。", "这周工作不太顺利，心情一般。"],
+             "有几个人在广东深圳工作？"),
+            ("en", ["Teodor works in Lisbon.", "Marisol works in Porto.", "Anika works in "
+                    "Madrid."],
+             ["Work has been busy lately, lots of overtime.", "Bought some fruit this "
+              "afternoon.", "After work I read a book in the evening.", "Work did not go "
+              "well this week."],
+             "How many people work in Lisbon?"),
+        ):
+            for i, note in enumerate([*facts, *chat]):  # a day each: one memory per note
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                            namespace=namespace, session_id=f"day{i}")
+            body = await recall(client, query, namespace=namespace, max_tokens=300,
+                                min_score=0.5)
+            assert {"n0", "n1", "n2"} <= returned_ids(body), (namespace, body["memories"])
+            assert body["min_score"] == pytest.approx(0.5 * 0.7)

@@ -108,3 +108,19 @@ class TestCoverage:
 
     def test_no_terms_no_coverage(self) -> None:
         assert coverage(query_terms("what is the"), ["anything"]) == [0.0]
+
+
+class TestCountingQuestions:
+    @pytest.mark.parametrize("query", [
+        "有几个人身高超过一米七？", "我一共去过几次杭州？", "有多少场比赛在周末？",
+        "How many times did I go hiking last month?", "How often do I call my mother?",
+    ])
+    def test_counting_questions_are_noted(self, query: str) -> None:
+        assert parse_query(query).counts
+
+    @pytest.mark.parametrize("query", [
+        "我上司的电话是多少？", "我的体检安排是哪天", "When is my dentist appointment?",
+        "How much did the new bike cost?",
+    ])
+    def test_other_questions_are_not(self, query: str) -> None:
+        assert not parse_query(query).counts
