@@ -37,6 +37,7 @@ from app.classify.stopwords import word_set
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _LATIN_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_NUMBER_WITH_UNIT = re.compile(r"(\d{2,})[a-z]{1,3}")
 
 # Function words only: unlike the classifier's list, words such as "decided", "tomorrow"
 # or "需要" can be exactly what a recall asks about.
@@ -74,7 +75,16 @@ _EQUIVALENT_GROUPS = """
 身高 多高 厘米 cm
 生日 过生日 出生
 单位 工作单位 公司
+父亲 爸爸 老爸
+母亲 妈妈 老妈
+丈夫 老公
+妻子 老婆 媳妇
+上司 领导 老板
 age old young
+father dad
+mother mom mum
+husband hubby
+boss manager supervisor
 birthday born
 phone number mobile
 email mail
@@ -153,7 +163,9 @@ def latin_words(text: str) -> set[str]:
         word = raw.split("'")[0]  # "caroline's" -> "caroline"
         if not word or word in _EN_STOP or (word.isdigit() and len(word) < 2):
             continue
-        words.add(_stem(word))
+        number = _NUMBER_WITH_UNIT.fullmatch(word)
+        # "173cm" as 173, which also finds "173厘米" and "173 cm" (terms match word starts).
+        words.add(number.group(1) if number else _stem(word))
     return words
 
 

@@ -171,6 +171,23 @@ class TestEquivalentAttributes:
             assert body["memories"][0]["msg_ids"] == ["n4"], (namespace, body["memories"])
 
 
+    async def test_a_relative_asked_by_another_kinship_word_is_found(self, client: Any
+                                                                      ) -> None:
+        """父亲 asked, 爸爸 stated; father asked, dad stated."""
+        for namespace, notes, query in (
+            ("zh", ["今天下午去超市买了水果。", "我爸爸在一家建筑公司当工程师。",
+                    "晚上看了一会儿书。", "我朋友下个月结婚。"], "我父亲是做什么工作的？"),
+            ("en", ["Bought some fruit this afternoon.", "My dad is an engineer at a "
+                    "construction firm.", "Read a book in the evening.", "My friend is "
+                    "getting married next month."], "What does my father do for a living?"),
+        ):
+            for i, note in enumerate(notes):  # a day each: one memory per note
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                            namespace=namespace, session_id=f"day{i}")
+            body = await recall(client, query, namespace=namespace, max_tokens=20)
+            assert body["memories"][0]["msg_ids"] == ["n1"], (namespace, body["memories"])
+
+
 class TestHopFromOneMessage:
     async def test_a_single_message_memory_leads_to_the_asked_attribute(
             self, client: Any) -> None:

@@ -109,6 +109,15 @@ class TestCoverage:
     def test_no_terms_no_coverage(self) -> None:
         assert coverage(query_terms("what is the"), ["anything"]) == [0.0]
 
+    @pytest.mark.parametrize(("query", "doc"), [
+        ("那个身高是173cm的人叫什么？", "我同事身高有173厘米。"),
+        ("Who is 173cm tall?", "My colleague is 173 cm tall."),
+    ])
+    def test_a_number_with_a_unit_matches_the_number_in_any_unit(self, query: str,
+                                                                  doc: str) -> None:
+        covered = coverage(query_terms(query), [doc, "something else entirely"])
+        assert covered[0] > 0.4 and covered[1] == 0
+
 
 class TestCountingQuestions:
     @pytest.mark.parametrize("query", [
