@@ -217,9 +217,15 @@ class RecallService:
         memory keeps its best score over the parts, so the second question's answer is not
         outranked by the first question's weak matches.
         """
-        terms = query_terms(text)
+        def read(piece: str) -> QueryTerms:
+            # A counting question needs every memory holding the attribute: its numbers
+            # are the condition to apply, not words to find.
+            found = query_terms(piece)
+            return found.without_numbers() if parsed.counts else found
+
+        terms = read(text)
         pieces = split_questions(text)
-        parts = [(p, t) for p in pieces if (t := query_terms(p))] if len(pieces) > 1 else []
+        parts = [(p, t) for p in pieces if (t := read(p))] if len(pieces) > 1 else []
         if len(parts) < 2:
             parts = [(text, terms)]
 
@@ -238,7 +244,7 @@ class RecallService:
             for (part, _), (found, matcher) in zip(parts, results, strict=True):
                 bridge = self._bridge(part, found, matcher)
                 if bridge is not None and matcher is not None:
-                    hop_terms = query_terms(bridge)
+                    hop_terms = read(bridge)
                     if self._settings.recall_bridge_drop_absent:
                         hop_terms = hop_terms.without(matcher.absent)
                     bridges.append((bridge, hop_terms))
@@ -254,7 +260,8 @@ class RecallService:
                     best[c.memory.id] = c
         merged = list(best.values())
         return merged, Coverage(terms, [c.memory.text for c in merged],
-                                 equivalents=self._settings.recall_equivalents) if terms else None
+                                 equivalents=self._settings.recall_equivalents,
+                                 drop_absent=parsed.counts) if terms else None
 
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
                 ) -> str | None:
@@ -357,7 +364,8 @@ class RecallService:
             return None
         s = self._settings
         matcher = Coverage(terms, [c.memory.text for c in candidates],
-                           equivalents=s.recall_equivalents) if terms else None
+                           equivalents=s.recall_equivalents,
+                           drop_absent=parsed.counts) if terms else None
         covered = matcher.scores if matcher else [0.0] * len(candidates)
         best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
         best_bm25 = candidates[best].bm25

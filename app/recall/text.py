@@ -38,6 +38,8 @@ _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _LATIN_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _NUMBER_WITH_UNIT = re.compile(r"(\d{2,})[a-z]{1,3}")
+_AGE = re.compile(r"[\d零一二两三四五六七八九十]\s*岁")
+_NUMBER_TERM = re.compile(r"\d+|[零一二两三四五六七八九十百千万亿]+[人岁天个周年月次场位]?")
 
 # Function words only: unlike the classifier's list, words such as "decided", "tomorrow"
 # or "需要" can be exactly what a recall asks about.
@@ -156,6 +158,12 @@ class QueryTerms:
         return QueryTerms(latin=self.latin - words, cjk=self.cjk - words,
                           guessed=self.guessed - words)
 
+    def without_numbers(self) -> QueryTerms:
+        """The terms without numbers ("40", "五百人"): the values a counting question
+        compares against, which the memories it needs mostly do not hold."""
+        return self.without(frozenset(
+            t for t in self.latin | self.cjk | self.guessed if _NUMBER_TERM.fullmatch(t)))
+
 
 def latin_words(text: str) -> set[str]:
     words = set()
@@ -193,6 +201,8 @@ def query_terms(text: str) -> QueryTerms:
             # counts as one term, not as its parts, so that its equivalents can match.
             named = {w for w in _CJK_EQUIVALENT_WORDS if w in run}
             cjk = {t for t in cjk if not any(t != w and t in w for w in named)} | named
+    if _AGE.search(text):  # "40岁以下": the age, though no word names it
+        cjk.add("年龄")
     latin = latin_words(_CJK_RUN.sub(" ", text))
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
                       guessed=frozenset(guessed - cjk))
@@ -211,7 +221,7 @@ class Coverage:
     """
 
     def __init__(self, terms: QueryTerms, documents: Sequence[str], *,
-                 equivalents: bool = False) -> None:
+                 equivalents: bool = False, drop_absent: bool = False) -> None:
         def forms(term: str) -> tuple[str, ...]:
             return _EQUIVALENTS.get(term, (term,)) if equivalents else (term,)
 
@@ -235,8 +245,9 @@ class Coverage:
             # A term no candidate holds weighs like a rare one, not more: it cannot tell the
             # candidates apart, and it is as often the question's scaffolding ("安排",
             # "scheduled") as something the store lacks. A guessed word no candidate holds
-            # weighs nothing: it was no term before the guess.
-            if i >= first_guessed and not any(column):
+            # weighs nothing (it was no term before the guess), nor does any absent term
+            # with `drop_absent` (a counting question's condition: "超过", "以下").
+            if (drop_absent or i >= first_guessed) and not any(column):
                 self._weights.append(0.0)
                 continue
             df = max(1, sum(column))

@@ -348,3 +348,17 @@ class TestCountingQuestions:
                                 min_score=0.5)
             assert {"n0", "n1", "n2"} <= returned_ids(body), (namespace, body["memories"])
             assert body["min_score"] == pytest.approx(0.5 * 0.7)
+
+    async def test_a_counting_question_finds_every_value(self, client: Any) -> None:
+        """"有几个人在40岁以下？": every age stated is needed, none says 40 and no word
+        names the age; the ages come first, before chit-chat the model scores as close."""
+        notes = ["宋嘉树是我的表哥，今年三十一岁。", "今天下午去超市买了水果。",
+                 "林婉清是我的同事，今年四十六岁。", "晚上看了一会儿书。",
+                 "周慕白是我的舅舅，今年五十二岁。", "明天可能会下雨。",
+                 "我表哥最近工作很忙。", "同事送了我一本书。"]
+        for i, note in enumerate(notes):  # a day each: one memory per note
+            await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                        namespace="zh", session_id=f"day{i}")
+        body = await recall(client, "有几个人在40岁以下？", namespace="zh", max_tokens=300)
+        first = {i for m in body["memories"][:3] for i in m["msg_ids"]}
+        assert first == {"n0", "n2", "n4"}, body["memories"]

@@ -133,3 +133,12 @@ class TestCountingQuestions:
     ])
     def test_other_questions_are_not(self, query: str) -> None:
         assert not parse_query(query).counts
+
+    def test_numbers_are_the_condition_not_terms(self) -> None:
+        terms = query_terms("有几个活动的规模超过了五百人呢？").without_numbers()
+        assert "规模" in terms.cjk and not {"五百", "五百人"} & terms.cjk
+        terms = query_terms("How many people are over 40?").without_numbers()
+        assert "40" not in terms.latin and "people" in terms.latin
+
+    def test_an_age_is_named_by_its_number(self) -> None:
+        assert "年龄" in query_terms("有几个人在40岁以下？").cjk
