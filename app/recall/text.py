@@ -101,18 +101,26 @@ _KIND_MEMBERS = """
   电饭煲 电磁炉 热水器 净水器 油烟机 燃气灶 消毒柜 电风扇 取暖器 吹风机 豆浆机 榨汁机 破壁机
   料理机 咖啡机 空气炸锅 洗地机 干衣机 烘干机 投影仪
 美妆: 化妆品 护肤品 口红 唇膏 唇釉 粉底 气垫 精华液 面霜 眼霜 乳液 面膜 爽肤水 化妆水 防晒 卸妆
-  洗面奶 眼影 睫毛膏 眉笔 腮红 香水 散粉 遮瑕 精油 护发素
+  洗面奶 洁面 眼影 睫毛膏 眉笔 腮红 香水 散粉 粉饼 遮瑕 隔离霜 精油 护发素 喷雾 身体乳 护手霜
 手机: iphone 华为 小米 红米 荣耀 oppo vivo 三星 一加 魅族 realme 真我 努比亚 pixel
 运动鞋: 跑鞋 球鞋 篮球鞋 板鞋 耐克 nike 阿迪达斯 adidas 新百伦 安踏 李宁 特步 匹克 亚瑟士 asics
   彪马 puma 斯凯奇 匡威 万斯
 景区: 景点 风景区 公园 乐园 古镇 寺庙 博物馆 故宫 长城 海滩 度假区
 商场: 超市 购物中心 商城 百货 万达 大润发 沃尔玛 家乐福 山姆
+职业: 警察 医生 护士 教师 老师 工程师 律师 会计 厨师 司机 程序员 设计师 销售 柜员 翻译 记者
+  工人 快递员 外卖员 服务员 店员 公务员 军人 消防员 保安 保洁 主管 经理 总监 秘书 编辑 作家
+  画家 演员 歌手 摄影师 导游 飞行员 空姐 乘务员 药剂师 营养师 分析师 建筑师 律师助理 研究员
 appliance: dishwasher fridge refrigerator freezer microwave oven washer dryer vacuum purifier
   humidifier kettle toaster blender heater
 phone: iphone pixel galaxy android
 makeup: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
 cosmetic: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
 sneaker: nike adidas asics puma reebok converse vans
+job: nurse doctor teacher engineer lawyer accountant chef cook driver programmer developer
+  designer cashier translator journalist firefighter officer pilot pharmacist architect
+occupation: nurse doctor teacher engineer lawyer accountant chef cook driver programmer
+  developer designer cashier translator journalist firefighter officer pilot pharmacist
+  architect
 """
 
 

@@ -298,6 +298,22 @@ class TestKindsAndTheirMembers:
             assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
                 (namespace, body["memories"])
 
+    async def test_an_occupation_asked_as_such_is_found_by_the_job_named(
+            self, client: Any) -> None:
+        for namespace, notes, query in (
+            ("zh", ["今天下午去超市买了水果。", "我表姐是一名护士。", "我表姐住在杭州。",
+                    "明天可能会下雨。"], "我表姐的职业是什么？"),
+            ("en", ["Bought some fruit this afternoon.", "My cousin Mia is a nurse.",
+                    "My cousin Mia lives in Leeds.", "It may rain tomorrow."],
+             "What is cousin Mia's occupation?"),
+        ):
+            for i, note in enumerate(notes):  # a day each: one memory per note
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                            namespace=namespace, session_id=f"day{i}")
+            body = await recall(client, query, namespace=namespace, max_tokens=60)
+            assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
+                (namespace, body["memories"])
+
 
 class TestHopWithoutScaffolding:
     async def test_the_hop_finds_a_memory_that_shares_only_the_name(self, client: Any
