@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     recall_bridge: bool = True
     recall_bridge_max_share: float = Field(default=1.0, ge=0, le=1)
     # The hop is scored without the question's words that none of the first search's
-    # candidates held (its scaffolding: "以下哪个是最可能的描述"), so a memory that shares only
+    # candidates held (its scaffolding: "下列哪一项最符合"), so a memory that shares only
     # the line's name with it still passes `min_score`.
     recall_bridge_drop_absent: bool = True
     # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).

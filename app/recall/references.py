@@ -101,7 +101,7 @@ _WRAPPER = re.compile(
     r"|my (?:real |actual )?question is)\s*[:,]?",
     re.IGNORECASE,
 )
-# A question that counts ("有几个活动的规模超过五百人", "how many times did I …") needs every
+# A question that counts ("一共有几场讲座超过两小时", "how many times did I …") needs every
 # memory holding the attribute, also those whose value does not match: the condition
 # ("超过五百人", "以下", "before May") is for the reader to apply, not a keyword.
 _COUNTING = re.compile(

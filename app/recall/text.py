@@ -62,10 +62,10 @@ _ZH_STOP = word_set("""
 """)
 
 
-# Ways to name the same personal attribute, which the bundled English-centred model cannot
-# tell are related in Chinese ("我姑妈多大了" vs "我的姑妈今年六十一岁了"). A query term in a
-# group matches a memory holding any word of its group. Kept to attributes people state
-# about themselves and others, where the words differ but the question is the same.
+# Ways to name the same personal attribute or relative, which the bundled English-centred
+# model cannot tell are related in Chinese ("我姑妈多大了" vs "我的姑妈今年六十一岁了"). A
+# query term in a group matches a memory holding any word of its group. Kept to what people
+# state about themselves and others, where the words differ but the question is the same.
 _EQUIVALENT_GROUPS = """
 年龄 年纪 多大 岁 年轻 年长
 名字 姓名 名叫 叫
@@ -113,12 +113,9 @@ _KIND_MEMBERS = """
 appliance: dishwasher fridge refrigerator freezer microwave oven washer dryer vacuum purifier
   humidifier kettle toaster blender heater
 phone: iphone pixel galaxy android
-makeup: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
-cosmetic: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
+makeup/cosmetic: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
 sneaker: nike adidas asics puma reebok converse vans
-job: nurse doctor teacher engineer lawyer accountant chef cook driver programmer developer
-  designer cashier translator journalist firefighter officer pilot pharmacist architect
-occupation: nurse doctor teacher engineer lawyer accountant chef cook driver programmer
+job/occupation: nurse doctor teacher engineer lawyer accountant chef cook driver programmer
   developer designer cashier translator journalist firefighter officer pilot pharmacist
   architect
 """
@@ -130,9 +127,10 @@ def _parse_groups() -> dict[str, tuple[str, ...]]:
         group = tuple(line.split())
         for word in group:
             forms[word] = group
-    for kind, members in re.findall(r"^(\S+):((?:.*\n?)(?:^ +.*\n?)*)", _KIND_MEMBERS.strip(),
-                                    flags=re.MULTILINE):
-        forms[kind] = tuple(dict.fromkeys([*forms.get(kind, (kind,)), *members.split()]))
+    for kinds, members in re.findall(r"^(\S+):((?:.*\n?)(?:^ +.*\n?)*)",
+                                     _KIND_MEMBERS.strip(), flags=re.MULTILINE):
+        for kind in kinds.split("/"):  # "job/occupation": two names of one kind
+            forms[kind] = tuple(dict.fromkeys([*forms.get(kind, (kind,)), *members.split()]))
     return forms
 
 
@@ -155,7 +153,7 @@ class QueryTerms:
     latin: frozenset[str]  # stemmed English words
     cjk: frozenset[str]  # Chinese words, matched as substrings
     # Chinese words outside the segmenter's dictionary that its HMM put together from single
-    # characters: mostly names ("张伟", "大润发"), sometimes scaffolding ("更高"). They
+    # characters: mostly names ("宋嘉树", "星光百货"), sometimes scaffolding ("更高"). They
     # count only where some candidate holds them (`Coverage`).
     guessed: frozenset[str] = frozenset()
 

@@ -286,7 +286,7 @@ class TestKindsAndTheirMembers:
         for namespace, notes, query in (
             ("zh", ["今天下午去超市买了水果。", "我家厨房新装了一台博世洗碗机。",
                     "我家楼下新开了一家面包店。", "我用的笔记本是同事送的。"],
-             "我用的家电是什么？"),
+             "我家里用的是什么家电？"),
             ("en", ["Bought some fruit this afternoon.", "I switched to a Pixel last month.",
                     "Read a book in the evening.", "It may rain tomorrow."],
              "Which phone do I have?"),
@@ -319,13 +319,13 @@ class TestHopWithoutScaffolding:
     async def test_the_hop_finds_a_memory_that_shares_only_the_name(self, client: Any
                                                                     ) -> None:
         """The first search finds the note naming the mall; the opinion about it shares
-        only the mall's name, and the question's other words ("以下哪个是最可能的描述")
+        only the mall's name, and the question's other words ("下列哪一项描述最贴切")
         are in no memory at all: they must not keep the hop's find under `min_score`."""
         for namespace, first, rest, query in (
             ("zh", "我常去的商场是星光百货。",
              ["今天天气不错，出去走了走。", "星光百货东西挺全的，就是周末人太多。",
               "晚饭吃了饺子。"],
-             "对于我常去的商场，以下哪个是最可能的描述？"),
+             "对于我常去的商场，下列哪一项描述最贴切？"),
             ("en", "The mall I go to most is Riverside Plaza.",
              ["Nice weather today, went for a walk.", "Riverside Plaza has everything, "
               "but it is packed on weekends.", "Had dumplings for dinner."],
@@ -342,14 +342,14 @@ class TestHopWithoutScaffolding:
 
 class TestCountingQuestions:
     async def test_every_memory_with_the_attribute_is_returned(self, client: Any) -> None:
-        """"有几个人在广东深圳工作？" is answered by reading every workplace stated, also those
+        """"有几个人在福建厦门工作？" is answered by reading every workplace stated, also those
         that do not match the asked city: weaker matches are accepted (min_score × 0.7; a
         high min_score here, where every short note's cosine is high)."""
         for namespace, facts, chat, query in (
-            ("zh", ["宋嘉树在广东深圳工作。", "林婉清在江苏南京工作。", "周慕白在浙江杭州工作。"],
+            ("zh", ["宋嘉树在福建厦门工作。", "林婉清在湖北武汉工作。", "周慕白在云南昆明工作。"],
              ["最近工作有点忙，晚上总加班。", "今天下午去超市买了水果。",
               "工作了一天，晚上看了一会儿书。", "这周工作不太顺利，心情一般。"],
-             "有几个人在广东深圳工作？"),
+             "有几个人在福建厦门工作？"),
             ("en", ["Teodor works in Lisbon.", "Marisol works in Porto.", "Anika works in "
                     "Madrid."],
              ["Work has been busy lately, lots of overtime.", "Bought some fruit this "
