@@ -84,7 +84,9 @@ _EQUIVALENT_GROUPS = """
 上司 领导 老板
 age old young
 father dad
-mother mom mum
+mother mommy
+孩子 小孩 儿子 女儿
+kid child children daughter
 husband hubby
 boss manager supervisor
 birthday born
@@ -110,6 +112,10 @@ _KIND_MEMBERS = """
 职业: 警察 医生 护士 教师 老师 工程师 律师 会计 厨师 司机 程序员 设计师 销售 柜员 翻译 记者
   工人 快递员 外卖员 服务员 店员 公务员 军人 消防员 保安 保洁 主管 经理 总监 秘书 编辑 作家
   画家 演员 歌手 摄影师 导游 飞行员 空姐 乘务员 药剂师 营养师 分析师 建筑师 律师助理 研究员
+家人/家里人/家庭: 孩子 儿子 女儿 老公 老婆 丈夫 妻子 父母 爸爸 妈妈 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶
+  外公 外婆
+family: kid child children daughter husband wife parent mother father dad brother sister
+  grandma grandpa grandmother grandfather
 appliance: dishwasher fridge refrigerator freezer microwave oven washer dryer vacuum purifier
   humidifier kettle toaster blender heater
 phone: iphone pixel galaxy android

@@ -298,6 +298,22 @@ class TestKindsAndTheirMembers:
             assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
                 (namespace, body["memories"])
 
+    async def test_family_asked_as_such_is_found_by_the_relatives_named(
+            self, client: Any) -> None:
+        for namespace, notes, query in (
+            ("zh", ["今天下午去超市买了水果。", "周末带女儿去了海洋馆。", "我同事最近在学吉他。",
+                    "明天可能会下雨。"], "我和家人一起做了什么？"),
+            ("en", ["Bought some fruit this afternoon.", "Took my daughter to the aquarium "
+                    "on Saturday.", "My colleague is learning the guitar.",
+                    "It may rain tomorrow."], "What did I do with my family lately?"),
+        ):
+            for i, note in enumerate(notes):  # a day each: one memory per note
+                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
+                            namespace=namespace, session_id=f"day{i}")
+            body = await recall(client, query, namespace=namespace, max_tokens=60)
+            assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
+                (namespace, body["memories"])
+
     async def test_an_occupation_asked_as_such_is_found_by_the_job_named(
             self, client: Any) -> None:
         for namespace, notes, query in (
