@@ -62,7 +62,10 @@ class RecallRequest(BaseModel):
         "injection block adds a preface and a date per memory on top (`block_tokens`).")
     min_score: float | None = Field(
         default=None, ge=0, le=1,
-        description="Drop memories whose relevance is below this (default 0.35). " + SCORE_SCALE)
+        description="Drop memories whose relevance is below this (default 0.35), times 0.7 "
+        "when the query points at something said before (\"as I said before\") or counts "
+        "(\"how many\", \"有几个\"): the threshold applied is returned as `min_score`. "
+        + SCORE_SCALE)
     branch: Label | None = Field(
         default=None, description="Only this branch's memories (default: every branch).")
     other_branches: bool = Field(
@@ -165,7 +168,8 @@ class RecallResponse(BaseModel):
     count: int
     tokens: int = Field(description="Sum of the memories' tokens; never above max_tokens.")
     max_tokens: int
-    min_score: float
+    min_score: float = Field(description="The threshold applied (the request's, or the "
+                             "default, lowered for a reference phrase or a counting question).")
     language: str = Field(description="Language of the block: zh or en.")
     block: str = Field(description="Ready to append to the system prompt. Empty when nothing "
                        "was recalled.")
