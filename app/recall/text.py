@@ -253,22 +253,24 @@ class Coverage:
         present = [self._present(d) for d in documents]
         n = len(documents)
         self._weights: list[float] = []
+        absent = []
         for i, column in enumerate(zip(*present, strict=True) if present else ()):
+            held = any(column)
+            if not held:
+                absent.append(self._names[i])
             # A term no candidate holds weighs like a rare one, not more: it cannot tell the
             # candidates apart, and it is as often the question's scaffolding ("安排",
             # "scheduled") as something the store lacks. A guessed word no candidate holds
             # weighs nothing (it was no term before the guess), nor does any absent term
             # with `drop_absent` (a counting question's condition: "超过", "以下").
-            if (drop_absent or i >= first_guessed) and not any(column):
+            if (drop_absent or i >= first_guessed) and not held:
                 self._weights.append(0.0)
                 continue
             df = max(1, sum(column))
             self._weights.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
         self._total = sum(self._weights)
         self.scores = [self._share(row) for row in present]
-        self.absent = frozenset(name for name, column in zip(
-            self._names, zip(*present, strict=True) if present else (), strict=False)
-            if not any(column))
+        self.absent = frozenset(absent)  # the query's terms no document holds
 
     def _present(self, text: str) -> list[bool]:
         lowered = text.lower()

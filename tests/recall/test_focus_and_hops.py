@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers import store
 from tests.recall.test_recall_api import recall
+from tests.recall.test_recall_api import store_notes as one_memory_each  # msg_ids n0, n1, …
 
 ZH_NOTES = [
     "今天天气不错，下午出去散步了。",
@@ -49,6 +50,15 @@ async def store_notes(client: Any, notes: list[str], *, namespace: str) -> None:
         messages = [{"msg_id": f"n{s + i}", "role": "user", "content": note}
                     for i, note in enumerate(notes[s:s + 6])]
         await store(client, messages, namespace=namespace, session_id=f"day{s // 6}")
+
+
+async def store_first_then_rest(client: Any, first: str, rest: list[str], *,
+                                namespace: str) -> None:
+    """A one-message day (msg_id e0), then a day of several messages (r0, r1, …)."""
+    await store(client, [{"msg_id": "e0", "role": "user", "content": first}],
+                namespace=namespace, session_id="day1")
+    await store(client, [{"msg_id": f"r{i}", "role": "user", "content": text}
+                         for i, text in enumerate(rest)], namespace=namespace, session_id="day2")
 
 
 def returned_ids(body: dict[str, Any]) -> set[str]:
@@ -162,14 +172,11 @@ class TestEquivalentAttributes:
               "the evening.", "My aunt Lisa was born on the 3rd of May.", "It may rain "
               "tomorrow."]
         for namespace, notes in (("zh", zh), ("en", en)):
-            for i, note in enumerate(notes):  # a day each: one memory per note
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                            namespace=namespace, session_id=f"day{i}")
+            await one_memory_each(client, notes, namespace=namespace, prefix="n")
         for namespace, query in (("zh", "我舅妈的年龄是多少？"),
                                  ("en", "When is aunt Lisa's birthday?")):
             body = await recall(client, query, namespace=namespace, max_tokens=20)
             assert body["memories"][0]["msg_ids"] == ["n4"], (namespace, body["memories"])
-
 
     async def test_a_relative_asked_by_another_kinship_word_is_found(self, client: Any
                                                                       ) -> None:
@@ -181,9 +188,7 @@ class TestEquivalentAttributes:
                     "construction firm.", "Read a book in the evening.", "My friend is "
                     "getting married next month."], "What does my father do for a living?"),
         ):
-            for i, note in enumerate(notes):  # a day each: one memory per note
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                            namespace=namespace, session_id=f"day{i}")
+            await one_memory_each(client, notes, namespace=namespace, prefix="n")
             body = await recall(client, query, namespace=namespace, max_tokens=20)
             assert body["memories"][0]["msg_ids"] == ["n1"], (namespace, body["memories"])
 
@@ -203,11 +208,7 @@ class TestHopFromOneMessage:
               "economics at Fudan.", "Had dumplings for dinner.", "Reading a novel lately."],
              "The person whose email is zhao.yu@example.com: what did they study?"),
         ):
-            await store(client, [{"msg_id": "e0", "role": "user", "content": first}],
-                        namespace=namespace, session_id="day1")
-            await store(client, [{"msg_id": f"r{i}", "role": "user", "content": text}
-                                 for i, text in enumerate(rest)],
-                        namespace=namespace, session_id="day2")
+            await store_first_then_rest(client, first, rest, namespace=namespace)
             body = await recall(client, query, namespace=namespace, max_tokens=60)
             assert {"e0", "r1"} <= returned_ids(body), (namespace, body["memories"])
 
@@ -241,9 +242,7 @@ class TestUnreadableQuery:
                         "Rough day at work, lots of trouble and no idea how to talk to my "
                         "manager about it."]}
         for namespace, texts in notes.items():
-            for i, text in enumerate(texts):
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": text}],
-                            namespace=namespace, session_id=f"day{i}")
+            await one_memory_each(client, texts, namespace=namespace, prefix="n")
         zh = await recall(client, "我的体检安排是哪天", namespace="zh", min_score=0)
         en = await recall(client, "When is my checkup?", namespace="en", min_score=0)
         assert zh["memories"][0]["msg_ids"] == ["n0"], zh["memories"]
@@ -272,60 +271,42 @@ class TestNamesOutsideTheDictionary:
                     "Read a book in the evening.", "It may rain tomorrow."],
              "Who is older, Teodor or Marisol?"),
         ):
-            for i, note in enumerate(notes):  # a day each: one memory per note
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                            namespace=namespace, session_id=f"day{i}")
+            await one_memory_each(client, notes, namespace=namespace, prefix="n")
             body = await recall(client, query, namespace=namespace, max_tokens=60)
             assert {"n0", "n2"} <= returned_ids(body), (namespace, body["memories"])
 
 
 class TestKindsAndTheirMembers:
-    async def test_a_thing_asked_by_its_kind_is_found_by_its_name(self, client: Any) -> None:
-        """The user names the thing ("博世洗碗机", "a Pixel") and asks by its kind (家电,
-        phone); nothing else in the question matches the note."""
-        for namespace, notes, query in (
+    @pytest.mark.parametrize("cases", [
+        pytest.param((
             ("zh", ["今天下午去超市买了水果。", "我家厨房新装了一台博世洗碗机。",
                     "我家楼下新开了一家面包店。", "我用的笔记本是同事送的。"],
              "我家里用的是什么家电？"),
             ("en", ["Bought some fruit this afternoon.", "I switched to a Pixel last month.",
                     "Read a book in the evening.", "It may rain tomorrow."],
              "Which phone do I have?"),
-        ):
-            for i, note in enumerate(notes):  # a day each: one memory per note
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                            namespace=namespace, session_id=f"day{i}")
-            body = await recall(client, query, namespace=namespace, max_tokens=60)
-            assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
-                (namespace, body["memories"])
-
-    async def test_family_asked_as_such_is_found_by_the_relatives_named(
-            self, client: Any) -> None:
-        for namespace, notes, query in (
+        ), id="appliance-phone"),
+        pytest.param((
             ("zh", ["今天下午去超市买了水果。", "周末带女儿去了海洋馆。", "我同事最近在学吉他。",
                     "明天可能会下雨。"], "我和家人一起做了什么？"),
             ("en", ["Bought some fruit this afternoon.", "Took my daughter to the aquarium "
                     "on Saturday.", "My colleague is learning the guitar.",
                     "It may rain tomorrow."], "What did I do with my family lately?"),
-        ):
-            for i, note in enumerate(notes):  # a day each: one memory per note
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                            namespace=namespace, session_id=f"day{i}")
-            body = await recall(client, query, namespace=namespace, max_tokens=60)
-            assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
-                (namespace, body["memories"])
-
-    async def test_an_occupation_asked_as_such_is_found_by_the_job_named(
-            self, client: Any) -> None:
-        for namespace, notes, query in (
+        ), id="family"),
+        pytest.param((
             ("zh", ["今天下午去超市买了水果。", "我表姐是一名护士。", "我表姐住在杭州。",
                     "明天可能会下雨。"], "我表姐的职业是什么？"),
             ("en", ["Bought some fruit this afternoon.", "My cousin Mia is a nurse.",
                     "My cousin Mia lives in Leeds.", "It may rain tomorrow."],
              "What is cousin Mia's occupation?"),
-        ):
-            for i, note in enumerate(notes):  # a day each: one memory per note
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                            namespace=namespace, session_id=f"day{i}")
+        ), id="occupation"),
+    ])
+    async def test_a_thing_asked_by_its_kind_is_found_by_its_name(
+            self, client: Any, cases: tuple[tuple[str, list[str], str], ...]) -> None:
+        """The user names the thing ("博世洗碗机", "a Pixel", "女儿", "护士") and asks by its
+        kind (家电, phone, family, 职业); nothing else in the question matches the note."""
+        for namespace, notes, query in cases:
+            await one_memory_each(client, notes, namespace=namespace, prefix="n")
             body = await recall(client, query, namespace=namespace, max_tokens=60)
             assert body["memories"] and body["memories"][0]["msg_ids"] == ["n1"], \
                 (namespace, body["memories"])
@@ -347,11 +328,7 @@ class TestHopWithoutScaffolding:
               "but it is packed on weekends.", "Had dumplings for dinner."],
              "Which of the following best describes the mall I go to most?"),
         ):
-            await store(client, [{"msg_id": "e0", "role": "user", "content": first}],
-                        namespace=namespace, session_id="day1")
-            await store(client, [{"msg_id": f"r{i}", "role": "user", "content": text}
-                                 for i, text in enumerate(rest)],
-                        namespace=namespace, session_id="day2")
+            await store_first_then_rest(client, first, rest, namespace=namespace)
             body = await recall(client, query, namespace=namespace, max_tokens=60)
             assert {"e0", "r1"} <= returned_ids(body), (namespace, body["memories"])
 
@@ -373,9 +350,7 @@ class TestCountingQuestions:
               "well this week."],
              "How many people work in Lisbon?"),
         ):
-            for i, note in enumerate([*facts, *chat]):  # a day each: one memory per note
-                await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                            namespace=namespace, session_id=f"day{i}")
+            await one_memory_each(client, [*facts, *chat], namespace=namespace, prefix="n")
             body = await recall(client, query, namespace=namespace, max_tokens=300,
                                 min_score=0.5)
             assert {"n0", "n1", "n2"} <= returned_ids(body), (namespace, body["memories"])
@@ -388,9 +363,7 @@ class TestCountingQuestions:
                  "林婉清是我的同事，今年四十六岁。", "晚上看了一会儿书。",
                  "周慕白是我的舅舅，今年五十二岁。", "明天可能会下雨。",
                  "我表哥最近工作很忙。", "同事送了我一本书。"]
-        for i, note in enumerate(notes):  # a day each: one memory per note
-            await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}],
-                        namespace="zh", session_id=f"day{i}")
+        await one_memory_each(client, notes, namespace="zh", prefix="n")
         body = await recall(client, "有几个人在40岁以下？", namespace="zh", max_tokens=300)
         first = {i for m in body["memories"][:3] for i in m["msg_ids"]}
         assert first == {"n0", "n2", "n4"}, body["memories"]
