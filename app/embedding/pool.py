@@ -14,6 +14,7 @@ whole import.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,11 @@ class EmbeddingPool:
 
     def __init__(self, model: Any, *, name: str, batch_size: int, batch_wait_ms: float) -> None:
         self.model = model
+        # Token counting runs on the event loop while the worker thread encodes. A fast
+        # tokenizer is not thread-safe: each call sets padding and truncation on the shared
+        # Rust object, so a count between the worker's "pad" and its encode left a batch
+        # unpadded ("Unable to create tensor"). Counting uses its own copy.
+        self._counting_tokenizer = copy.deepcopy(model.tokenizer)
         self.name = name
         self.dim: int = int(model.get_embedding_dimension())
         self._batch_size = batch_size
@@ -175,7 +181,7 @@ class EmbeddingPool:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` under the model's own tokenizer (WordPiece for the default model)."""
-        return len(self.model.tokenizer.encode(text, add_special_tokens=False))
+        return len(self._counting_tokenizer.encode(text, add_special_tokens=False))
 
     def unknown_share(self, text: str) -> float:
         """The share of `text`'s tokens the model's vocabulary does not hold (0–1).
@@ -184,7 +190,7 @@ class EmbeddingPool:
         mostly [UNK] to it, so its vectors of Chinese texts all look alike and their cosine
         says little. A multilingual model's share is ~0.
         """
-        tokenizer = self.model.tokenizer
+        tokenizer = self._counting_tokenizer
         unknown = getattr(tokenizer, "unk_token_id", None)
         if unknown is None:
             return 0.0
