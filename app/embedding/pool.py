@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -79,6 +80,10 @@ class EmbeddingPool:
         # Rust object, so a count between the worker's "pad" and its encode left a batch
         # unpadded ("Unable to create tensor"). Counting uses its own copy.
         self._counting_tokenizer = copy.deepcopy(model.tokenizer)
+        # Counting is not bound by the model's input window (256 pieces for MiniLM): without
+        # this, the first long memory counted logs "Token indices sequence length is longer
+        # than the specified maximum" although nothing is fed to the model.
+        self._counting_tokenizer.model_max_length = sys.maxsize
         self.name = name
         self.dim: int = int(model.get_embedding_dimension())
         self._batch_size = batch_size
