@@ -276,11 +276,16 @@ class NamespaceCache:
         held = self._copies.get(namespace)
         return held.table.num_rows if held is not None else None
 
+    @property
+    def enabled(self) -> bool:
+        """False when the settings turn the copies off (either limit 0)."""
+        return self.max_rows > 0 and self.max_namespace_rows > 0
+
     def prefetch(self, namespace: str) -> None:
         """Start loading the namespace's copy in the background unless it is held or loading
         (the keyword search calls this: the load then overlaps the query's embedding)."""
-        if namespace in self._copies or namespace in self._loading or \
-                self._too_big(namespace) or self.max_rows <= 0:
+        if not self.enabled or namespace in self._copies or namespace in self._loading or \
+                self._too_big(namespace):
             return
         task = asyncio.create_task(self.get(namespace, load=True))
         self._prefetches.add(task)
@@ -294,8 +299,8 @@ class NamespaceCache:
     async def get(self, namespace: str, *, load: bool) -> _Copy | None:
         """The namespace's copy as of the current table version; loaded if `load` and the
         namespace is small enough, else None (the caller asks LanceDB)."""
-        if self.max_rows <= 0 or self.max_namespace_rows <= 0:
-            return None  # copies turned off (settings)
+        if not self.enabled:
+            return None
         current = await self.version()
         held = self._copies.get(namespace)
         if held is not None and self.writes_in_flight and any(
