@@ -282,6 +282,7 @@ class StatefulMachine(RuleBasedStateMachine):
 
     @initialize()
     def compress_everything_policy(self) -> None:
+        self.tally["examples"] += 1
         for ns in self.models:
             self.call("PUT", f"/v1/compression/policies/{ns}", json=COMPRESS_ALL)
             self.seen[ns] = self.observe(ns)
@@ -512,6 +513,9 @@ class StatefulMachine(RuleBasedStateMachine):
         self.wait_jobs()
         type(self).steps_done += 1
         self.tally["steps"] += 1
+        if os.environ.get("ENGRAM_STATEFUL_PROGRESS") and self.steps_done % 25 == 0:
+            print(f"stateful progress {time.strftime('%H:%M:%S')}: {dict(self.tally)}",
+                  flush=True)
         for ns, model in self.models.items():
             if ns not in self.seen:
                 continue
