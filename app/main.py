@@ -74,7 +74,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
             store=store, memories=MemoryService(repo, builder, locks, settings),
-            maintenance=maintenance, transfer=TransferService(repo, embedding, builder, locks),
+            maintenance=maintenance,
+            transfer=TransferService(repo, embedding, builder, locks, settings),
             recall=RecallService(repo, embedding, hits, settings), hits=hits,
             compression=compression,
         )

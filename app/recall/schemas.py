@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from app.classify.categories import Category
 from app.memories.schemas import Tier
+from app.time_range import AcceptedTime, as_utc
 from app.validation import Namespace, SessionId
 
 Label = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")]
@@ -76,11 +77,11 @@ class RecallRequest(BaseModel):
     tiers: list[Tier] | None = Field(
         default=None, max_length=3, description="Only memories of these tiers.")
     session_id: SessionId | None = Field(default=None, description="Only this session.")
-    time_from: datetime | None = Field(
+    time_from: AcceptedTime | None = Field(
         default=None, description="Only memories whose messages reach this time or later.")
-    time_to: datetime | None = Field(
+    time_to: AcceptedTime | None = Field(
         default=None, description="Only memories whose messages start at this time or before.")
-    as_of: datetime | None = Field(
+    as_of: AcceptedTime | None = Field(
         default=None, description="The 'now' that memory ages are measured from. Default: the "
         "newest matching memory's time, so a store that was quiet for months is not "
         "discounted as a whole (see `decay` in `ScoreParts`).")
@@ -92,7 +93,7 @@ class RecallRequest(BaseModel):
     def _sensible(self) -> RecallRequest:
         if not self.query.strip():
             raise ValueError("query is blank")
-        if self.time_from and self.time_to and self.time_from > self.time_to:
+        if self.time_from and self.time_to and as_utc(self.time_from) > as_utc(self.time_to):
             raise ValueError("time_from is after time_to")
         if self.other_branches and self.branch is None:
             raise ValueError("other_branches needs a branch to prefer")
