@@ -106,7 +106,7 @@ class TestImportCannotCrossNamespaces:
             body = ndjson(
                 header("bob"),
                 {"type": "session", "data": {"session_id": victim["session_id"],
-                                             "chunk_ids": [victim["id"]]}},
+                                             "namespace": "bob", "chunk_ids": [victim["id"]]}},
                 {"type": "memory", "data": {**chunk, "id": victim["id"], "namespace": "bob",
                                             "text": "alice's planted text",
                                             "start_msg": victim["msg_ids"][0], "part": 0,
