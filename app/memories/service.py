@@ -86,8 +86,12 @@ class MemoryService:
             messages = await self._repo.session_messages(namespace, session_id)
             if not any(m.msg_id == msg_id for m in messages):
                 raise NotFound(f"message {msg_id!r} not found in session {session_id!r}")
+            # Memories first, the raw row after: a build that fails leaves the raw log as it
+            # was (the delete can simply be retried), never a log without the message beside
+            # memories that still hold its text.
+            outcome = await self._builder.build_session(namespace, session_id,
+                                                        without=frozenset([msg_id]))
             await self._repo.delete_messages(namespace, session_id, [msg_id])
-            outcome = await self._builder.build_session(namespace, session_id)
         return Deleted(memories_deleted=len(outcome.deleted), memories_rebuilt=outcome.updated)
 
     async def delete_namespace(self, namespace: str) -> Deleted:
