@@ -52,10 +52,10 @@ class RecallRequest(BaseModel):
                                  "is ever searched.")
     query: str = Field(min_length=1, max_length=4000,
                        description="The question or the user's new message, in any language.")
-    top_k: int = Field(default=10, ge=1, le=100,
+    top_k: int = Field(default=10, ge=1, le=100, strict=True,
                        description="At most this many memories are returned.")
     max_tokens: int | None = Field(
-        default=None, ge=1, le=32_000,
+        default=None, ge=1, le=32_000, strict=True,
         description="Token budget of the returned memory texts (default 1,500), counted with "
         "the embedding model's tokenizer (WordPiece for all-MiniLM-L6-v2) exactly as "
         "`tokens` reports them. Memories are taken best first until the budget is full. The "
@@ -69,8 +69,8 @@ class RecallRequest(BaseModel):
     branch: Label | None = Field(
         default=None, description="Only this branch's memories (default: every branch).")
     other_branches: bool = Field(
-        default=False, description="With `branch`: also search other branches, their "
-        "memories down-weighted.")
+        default=False, strict=True,
+        description="With `branch`: also search other branches, their memories down-weighted.")
     categories: list[Category] | None = Field(
         default=None, max_length=8, description="Only memories of these categories.")
     tiers: list[Tier] | None = Field(

@@ -68,12 +68,12 @@ class StoreRequest(BaseModel):
     branch: Label = Field(default="main")
     tags: list[Tag] = Field(default_factory=list, max_length=32)
     incremental: bool = Field(
-        default=True,
+        default=True, strict=True,
         description="true: store new and changed messages only. false: a session that is "
         "already stored is skipped outright.",
     )
     wait: bool = Field(
-        default=True,
+        default=True, strict=True,
         description="true: return after the memories are built (200, with their ids). false: "
         "return 202 as soon as the raw log is written; poll the job.",
     )
