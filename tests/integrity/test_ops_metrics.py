@@ -80,7 +80,8 @@ class TestDeclaredMetricsMove:
     async def test_every_recall_is_observed(self, open_client: Callable[..., Any]) -> None:
         async with open_client() as client:
             await store(client, messages(0, 6))
-            zh = [{"msg_id": "c1", "role": "user", "content": "我下周二要去北京出差，住在王府井附近。"}]
+            zh = [{"msg_id": "c1", "role": "user",
+                   "content": "我下周二要去北京出差，住在王府井附近。"}]
             await store(client, zh, session_id="s-zh")
             for query in ("topic number 3", "我什么时候去北京出差？", "nothing like it at all"):
                 response = await client.post("/v1/recall", json={"namespace": "alice",
