@@ -22,6 +22,11 @@ class Principal:
     admin: bool
     namespaces: frozenset[str] = frozenset()
 
+    @property
+    def readable(self) -> frozenset[str] | None:
+        """The namespaces a lookup by id may search: None for an admin (every one)."""
+        return None if self.admin else self.namespaces
+
     def can_access(self, namespace: str) -> bool:
         return self.admin or namespace in self.namespaces
 

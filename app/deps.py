@@ -13,6 +13,7 @@ from app.auth import Principal, authenticate
 from app.config import Settings
 from app.errors import Unavailable
 from app.memories.service import MemoryService
+from app.ops.metrics import Metrics
 from app.recall.service import RecallService
 from app.state import AppState
 from app.store.service import StoreService
@@ -34,6 +35,11 @@ def get_settings(request: Request) -> Settings:
 def get_principal(request: Request, settings: Annotated[Settings, Depends(get_settings)]
                   ) -> Principal:
     return authenticate(request, settings)
+
+
+def get_metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
 
 
 def get_store_service(state: Annotated[AppState, Depends(get_state)]) -> StoreService:
@@ -58,3 +64,4 @@ MemoryServiceDep = Annotated[MemoryService, Depends(get_memory_service)]
 TransferServiceDep = Annotated[TransferService, Depends(get_transfer_service)]
 StateDep = Annotated[AppState, Depends(get_state)]
 RecallServiceDep = Annotated[RecallService, Depends(get_recall_service)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]

@@ -22,6 +22,7 @@ from app.locks import NamespaceLocks
 from app.logging import RequestIdMiddleware, configure_logging
 from app.memories.router import router as memories_router
 from app.memories.service import MemoryService
+from app.ops.disk import DiskSpace
 from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.router import router as ops_router
 from app.recall.hits import HitRecorder
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         await ensure_model_matches(repo, embedding, reembed=settings.reembed_on_model_change)
         locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds)
         embedding.metrics = metrics
+        metrics.watch_queue(lambda: embedding.queue_depth)
         locks.on_wait = metrics.lock_wait.observe
         builder = MemoryBuilder(repo, embedding, settings)
         store = StoreService(repo, builder, locks, settings, metrics=metrics)
@@ -74,7 +76,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
             store=store, memories=MemoryService(repo, builder, locks, settings),
-            maintenance=maintenance, transfer=TransferService(repo, embedding, builder, locks),
+            maintenance=maintenance,
+            transfer=TransferService(repo, embedding, builder, locks, settings),
             recall=RecallService(repo, embedding, hits, settings), hits=hits,
             compression=compression,
         )
@@ -112,7 +115,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.engram = None
-    install_error_handlers(app)
+    app.state.disk = disk = DiskSpace(settings.data_dir, min_free_mb=settings.min_free_disk_mb)
+    install_error_handlers(app, on_disk_full=disk.record_full)  # innermost middleware
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
     for router in (store_router, recall_router, memories_router, classify_router,

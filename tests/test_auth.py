@@ -26,8 +26,6 @@ class TestNamespaceKeys:
                 await alice.post("/v1/store", json={"namespace": "bob", "session_id": "x",
                                                     "messages": messages(0, 2)}),
                 await alice.get("/v1/memories", params={"namespace": "bob"}),
-                await alice.get(f"/v1/memories/{bob_memory['id']}"),
-                await alice.delete(f"/v1/memories/{bob_memory['id']}"),
                 await alice.get("/v1/namespaces/bob/sessions"),
                 await alice.delete("/v1/namespaces/bob/sessions/s1"),
                 await alice.delete("/v1/namespaces/bob"),
@@ -35,6 +33,10 @@ class TestNamespaceKeys:
             for response in denied:
                 assert response.status_code == 403, (response.request.url, response.text)
                 assert "namespace 'bob'" in response.json()["error"]["message"]
+            # By id, another namespace's memory is as unknown as an id that never existed.
+            for response in [await alice.get(f"/v1/memories/{bob_memory['id']}"),
+                             await alice.delete(f"/v1/memories/{bob_memory['id']}")]:
+                assert response.status_code == 404, (response.request.url, response.text)
             assert len(await all_memories(alice, namespace="alice")) == 1
         async with open_client(token=ADMIN, **KEYS) as admin:
             assert await all_memories(admin, namespace="bob") == [bob_memory]

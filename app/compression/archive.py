@@ -25,7 +25,7 @@ async def restore_compressed(repo: Repository, memory: MemoryRecord, *, when: da
     Raises:
         Conflict: the archive holds no text for this memory.
     """
-    found = await repo.get_archived([memory.id])
+    found = await repo.get_archived(memory.namespace, [memory.id])
     if not found:
         raise Conflict(f"memory {memory.id!r} is compressed but its archived text is missing")
     archived = found[0]

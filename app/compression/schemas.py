@@ -64,8 +64,9 @@ class RunRequest(BaseModel):
 
     namespace: Namespace | None = Field(
         default=None, description="One namespace; default: every namespace the key may use.")
-    dry_run: bool = Field(default=False, description="Decide and report, change nothing.")
-    force: bool = Field(default=False, description=(
+    dry_run: bool = Field(default=False, strict=True,
+                          description="Decide and report, change nothing.")
+    force: bool = Field(default=False, strict=True, description=(
         "Trigger even when the memory pressure is below the alarm level (the candidate "
         "ratio still applies). Results say `forced`."))
 

@@ -15,7 +15,8 @@ The pass works on a snapshot, so store calls are not held up by the slow parts:
 
 Crash safety: the full text reaches the archive before any memory text is replaced, ids of
 summaries and events are deterministic, and stale archive rows (a memory active again) are
-cleared by the next pass — so a pass interrupted anywhere is repaired by running again.
+cleared by a later pass, judged on states read after its own writes (never a row it has just
+written) — so a pass interrupted anywhere is repaired by running again.
 """
 
 from __future__ import annotations
@@ -674,11 +675,25 @@ class CompressionService:
             written = {s.id for s in summaries}
             await self._repo.append_events([e for e in work.events
                                             if unchanged(e.memory_id) or e.memory_id in written])
-            if work.stale_archive:
-                stale = [i for i in work.stale_archive
-                         if fresh.get(i) is None or fresh[i].state != "compressed"]
-                await self._repo.delete_archived(stale)
+            await self._delete_stale_archive(work.stale_archive,
+                                             just_archived={a.memory_id for a in archive})
             result.lock_seconds = round(time.monotonic() - locked_at, 3)
+
+    async def _delete_stale_archive(self, candidates: Sequence[str], *,
+                                    just_archived: set[str]) -> None:
+        """Drop the archive rows of memories that are active again (or gone). Caller holds
+        the namespace lock, after the pass's own writes.
+
+        The state read before the writes cannot decide this: a memory active then may be one
+        this pass has just compressed, and its new archive row is then its only original.
+        So the states are read again now, and what this pass archived is never dropped.
+        """
+        candidates = [i for i in candidates if i not in just_archived]
+        if not candidates:
+            return
+        compressed = {m.id for m in await self._repo.get_memories(candidates)
+                      if m.state == "compressed"}
+        await self._repo.delete_archived([i for i in candidates if i not in compressed])
 
     def _finish(self, result: NamespaceResult, memories: list[MemoryRecord], work: _Work,
                 policy: Policy, *, dry_run: bool) -> None:

@@ -23,12 +23,12 @@ class DumpRequest(BaseModel):
 
     namespace: Namespace
     compress_level: CompressLevel = Field(
-        default=CompressLevel.both,
+        default=CompressLevel.both, strict=True,
         description="0: original texts only; 1: compressed forms only; 2: both.")
     state: Literal["active", "compressed", "forgotten", "any"] = "any"
     session_id: SessionId | None = None
-    offset: int = Field(default=0, ge=0)
-    limit: int = Field(default=200, ge=1, le=2000)
+    offset: int = Field(default=0, ge=0, strict=True)
+    limit: int = Field(default=200, ge=1, le=2000, strict=True)
 
 
 class DumpScores(BaseModel):

@@ -51,7 +51,7 @@ class DebugService:
                   and (request.session_id is None or m.session_id == request.session_id)]
         page = chosen[request.offset: request.offset + request.limit]
         archived = {a.memory_id: a for a in await self._repo.get_archived(
-            [m.id for m in page if m.state == "compressed"])}
+            namespace, [m.id for m in page if m.state == "compressed"])}
         items = []
         for memory in page:
             entry = archived.get(memory.id)

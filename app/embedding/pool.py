@@ -148,9 +148,12 @@ class EmbeddingPool:
             self._worker = asyncio.create_task(self._batch_worker(self._queue))
         future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
         await self._queue.put(_Pending(text, future))
-        if self.metrics is not None:
-            self.metrics.embed_queue.set(self._queue.qsize())
         return await future
+
+    @property
+    def queue_depth(self) -> int:
+        """Queries waiting for a forward pass now (metrics read it at scrape time)."""
+        return 0 if self._queue is None else self._queue.qsize()
 
     async def _batch_worker(self, queue: asyncio.Queue[_Pending]) -> None:
         concurrent = False  # whether queries arrived while the previous pass was encoding

@@ -135,9 +135,9 @@ class MemoryUpdate(BaseModel):
     tags: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = Field(
         default=None, max_length=32)
     category: Category | None = None
-    importance: int | None = Field(default=None, ge=1, le=10,
+    importance: int | None = Field(default=None, ge=1, le=10, strict=True,
                                    description="Overrides the estimate from now on.")
-    protected: bool | None = Field(default=None,
+    protected: bool | None = Field(default=None, strict=True,
                                    description="Protected memories are never compressed "
                                    "or forgotten.")
 

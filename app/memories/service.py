@@ -41,10 +41,14 @@ class MemoryService:
         self._settings = settings
 
     async def _memory(self, memory_id: str, principal: Principal) -> MemoryRecord:
-        memory = await self._repo.get_memory(memory_id)
+        """The memory, looked up only among the namespaces the caller may read.
+
+        Another namespace's memory answers the same 404 as an unknown id: a 403 would tell
+        the caller that the (predictable) id exists.
+        """
+        memory = await self._repo.get_memory(memory_id, namespaces=principal.readable)
         if memory is None:
             raise NotFound(f"memory {memory_id!r} not found")
-        principal.require_namespace(memory.namespace)
         return memory
 
     async def get(self, memory_id: str, principal: Principal) -> MemoryPublic:
@@ -86,8 +90,12 @@ class MemoryService:
             messages = await self._repo.session_messages(namespace, session_id)
             if not any(m.msg_id == msg_id for m in messages):
                 raise NotFound(f"message {msg_id!r} not found in session {session_id!r}")
+            # Memories first, the raw row after: a build that fails leaves the raw log as it
+            # was (the delete can simply be retried), never a log without the message beside
+            # memories that still hold its text.
+            outcome = await self._builder.build_session(namespace, session_id,
+                                                        without=frozenset([msg_id]))
             await self._repo.delete_messages(namespace, session_id, [msg_id])
-            outcome = await self._builder.build_session(namespace, session_id)
         return Deleted(memories_deleted=len(outcome.deleted), memories_rebuilt=outcome.updated)
 
     async def delete_namespace(self, namespace: str) -> Deleted:
@@ -111,7 +119,8 @@ class MemoryService:
             events += self._promote(memory, now)
             await self._repo.update_memory(memory.id, {
                 "access_count": memory.access_count, "last_accessed": now,
-                "tier": memory.tier, "importance": memory.importance})
+                "tier": memory.tier, "importance": memory.importance},
+                namespace=memory.namespace)
             await self._repo.append_events(events)
         return MemoryPublic.from_record(memory)
 
@@ -128,7 +137,8 @@ class MemoryService:
             events = self._promote(memory, now)
             if events:
                 await self._repo.update_memory(memory.id, {"tier": memory.tier,
-                                                           "importance": memory.importance})
+                                                           "importance": memory.importance},
+                                               namespace=namespace)
                 await self._repo.append_events(events)
                 promoted.append(memory.id)
         return promoted
@@ -171,7 +181,8 @@ class MemoryService:
             now = datetime.now(UTC)
             event = "forgotten" if state == "forgotten" else "restored"
             old_state, memory.state, memory.updated_at = memory.state, state, now
-            await self._repo.update_memory(memory.id, {"state": state, "updated_at": now})
+            await self._repo.update_memory(memory.id, {"state": state, "updated_at": now},
+                                           namespace=memory.namespace)
             await self._repo.append_events([new_event(memory, event, note, now, {
                 "from": old_state, "to": state})])
         return MemoryPublic.from_record(memory)
@@ -186,7 +197,8 @@ class MemoryService:
                 max_importance=s.forget_max_importance)
             for memory in stale:
                 await self._repo.update_memory(memory.id, {"state": "forgotten",
-                                                           "updated_at": now})
+                                                           "updated_at": now},
+                                               namespace=namespace)
             await self._repo.append_events([
                 new_event(m, "forgotten", f"untouched for {s.forget_after_days:g} days, "
                           f"importance {m.importance}", now, {"from": "active"})
@@ -224,7 +236,7 @@ class MemoryService:
 
     async def evolution(self, memory_id: str, principal: Principal) -> Evolution:
         memory = await self._memory(memory_id, principal)
-        events = await self._repo.events_for(memory.id)
+        events = await self._repo.events_for(memory.namespace, memory.id)
         return Evolution(
             memory_id=memory.id,
             events=[EventPublic(id=e.id, event=e.event, note=e.note, timestamp=e.timestamp,

@@ -1,15 +1,29 @@
 """Prometheus metrics, one registry per app (tests build many apps in one process).
 
-Request counts and latencies per route template, store and embedding timings, batch sizes
-and queue depth, lock waits, table sizes and versions (read at scrape time), background runs.
+Request counts and latencies per route template, store, recall and embedding timings, batch
+sizes and the live queue depth, lock waits, table sizes and versions (read at scrape time),
+background runs.
+
+Namespace names are tenants' data: a series labelled with them (the compression gauges, any
+`namespace` label) is shown as is only to admin callers, or to everyone with
+`ENGRAM_METRICS_NAMESPACE_LABELS=true`. Everyone else gets one unlabelled series per
+metric: counters and histograms summed over namespaces, gauges as their maximum (the worst
+namespace is what an alert watches) plus `engram_namespaces_reporting{metric}`.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+NAMESPACE_LABEL = "namespace"
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
 
@@ -42,8 +56,55 @@ class Metrics:
         self.background_runs = Counter("engram_background_runs_total", "Background job runs",
                                        ["job", "outcome"], registry=r)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def watch_queue(self, depth: Callable[[], int]) -> None:
+        """Read the embedding queue's depth at scrape time (a last-set value goes stale)."""
+        self.embed_queue.set_function(lambda: float(depth()))
+
+    def render(self, *, namespace_labels: bool) -> bytes:
+        """The Prometheus text; `namespace_labels=False` folds namespaces away (module doc)."""
+        if namespace_labels:
+            return generate_latest(self.registry)
+        without = CollectorRegistry(auto_describe=False)
+        without.register(_WithoutNamespaces(self.registry))
+        return generate_latest(without)
+
+
+class _WithoutNamespaces(Collector):
+    """The registry's metrics with every `namespace` label folded into one series."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        reporting = Metric("engram_namespaces_reporting",
+                           "Namespaces with a series of the metric (names shown to admins "
+                           "only)", "gauge")
+        for family in self._source.collect():
+            if not any(NAMESPACE_LABEL in sample.labels for sample in family.samples):
+                yield family
+                continue
+            folded = Metric(family.name, family.documentation, family.type, family.unit)
+            folded.samples = list(_fold(family.samples, maximum=family.type == "gauge"))
+            namespaces = {s.labels[NAMESPACE_LABEL] for s in family.samples
+                          if NAMESPACE_LABEL in s.labels}
+            reporting.add_sample("engram_namespaces_reporting", {"metric": family.name},
+                                 float(len(namespaces)))
+            yield folded
+        if reporting.samples:
+            yield reporting
+
+
+def _fold(samples: Iterable[Sample], *, maximum: bool) -> Iterator[Sample]:
+    values: defaultdict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = (
+        defaultdict(list))
+    for sample in samples:
+        labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != NAMESPACE_LABEL))
+        values[(sample.name, labels)].append(sample.value)
+    for (name, labels), found in values.items():
+        if name.endswith("_created"):  # a time stamp: the first series' start
+            yield Sample(name, dict(labels), min(found))
+        else:
+            yield Sample(name, dict(labels), max(found) if maximum else sum(found))
 
 
 def _route_template(scope: Scope) -> str:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from app.classify.categories import Category
 from app.memories.schemas import Tier
+from app.time_range import AcceptedTime, as_utc
 from app.validation import Namespace, SessionId
 
 Label = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")]
@@ -52,10 +53,10 @@ class RecallRequest(BaseModel):
                                  "is ever searched.")
     query: str = Field(min_length=1, max_length=4000,
                        description="The question or the user's new message, in any language.")
-    top_k: int = Field(default=10, ge=1, le=100,
+    top_k: int = Field(default=10, ge=1, le=100, strict=True,
                        description="At most this many memories are returned.")
     max_tokens: int | None = Field(
-        default=None, ge=1, le=32_000,
+        default=None, ge=1, le=32_000, strict=True,
         description="Token budget of the returned memory texts (default 1,500), counted with "
         "the embedding model's tokenizer (WordPiece for all-MiniLM-L6-v2) exactly as "
         "`tokens` reports them. Memories are taken best first until the budget is full. The "
@@ -69,18 +70,18 @@ class RecallRequest(BaseModel):
     branch: Label | None = Field(
         default=None, description="Only this branch's memories (default: every branch).")
     other_branches: bool = Field(
-        default=False, description="With `branch`: also search other branches, their "
-        "memories down-weighted.")
+        default=False, strict=True,
+        description="With `branch`: also search other branches, their memories down-weighted.")
     categories: list[Category] | None = Field(
         default=None, max_length=8, description="Only memories of these categories.")
     tiers: list[Tier] | None = Field(
         default=None, max_length=3, description="Only memories of these tiers.")
     session_id: SessionId | None = Field(default=None, description="Only this session.")
-    time_from: datetime | None = Field(
+    time_from: AcceptedTime | None = Field(
         default=None, description="Only memories whose messages reach this time or later.")
-    time_to: datetime | None = Field(
+    time_to: AcceptedTime | None = Field(
         default=None, description="Only memories whose messages start at this time or before.")
-    as_of: datetime | None = Field(
+    as_of: AcceptedTime | None = Field(
         default=None, description="The 'now' that memory ages are measured from. Default: the "
         "newest matching memory's time, so a store that was quiet for months is not "
         "discounted as a whole (see `decay` in `ScoreParts`).")
@@ -92,7 +93,7 @@ class RecallRequest(BaseModel):
     def _sensible(self) -> RecallRequest:
         if not self.query.strip():
             raise ValueError("query is blank")
-        if self.time_from and self.time_to and self.time_from > self.time_to:
+        if self.time_from and self.time_to and as_utc(self.time_from) > as_utc(self.time_to):
             raise ValueError("time_from is after time_to")
         if self.other_branches and self.branch is None:
             raise ValueError("other_branches needs a branch to prefer")

@@ -436,14 +436,18 @@ class RecallService:
         packed: list[_Packed] = []
         focused: list[int] = []  # packed memories that may get their other lines back
         used = 0
-        returned: set[tuple[str, int]] = set()
+        # A message is known by (session, msg_id), never msg_id alone: clients number each
+        # session's messages 1, 2, 3 (the README does), and another session's message 1 is
+        # a different line. `part` tells the pieces of one long message apart.
+        returned: set[tuple[str, str, int]] = set()
         misses = 0
         for c in ranked:
             if len(packed) >= top_k or max_tokens - used < 8:
                 break
             units = _lines(c.memory)
             part = c.memory.part if len(c.memory.msg_ids) == 1 else 0
-            fresh = [u for u in units if any((i, part) not in returned for i in u[0])]
+            session = c.memory.session_id
+            fresh = [u for u in units if any((session, i, part) not in returned for i in u[0])]
             if not fresh:
                 continue  # every message already returned by a better memory
             # The matching lines are worked out only when they can be used: packed first
@@ -470,19 +474,20 @@ class RecallService:
                 continue
             if core_first:
                 focused.append(len(packed))
-            returned.update((i, part) for ids, _ in choice for i in ids)
+            returned.update((session, i, part) for ids, _ in choice for i in ids)
             packed.append(self._packed(c, units, choice, tokens, part))
             used += tokens
         for index in focused:
             p = packed[index]
+            session = p.candidate.memory.session_id
             extra = [u for u in p.units if u not in p.choice
-                     and any((i, p.part) not in returned for i in u[0])]
+                     and any((session, i, p.part) not in returned for i in u[0])]
             if not extra:
                 continue
             choice = [u for u in p.units if u in p.choice or u in extra]
             tokens = self._units_tokens(p.candidate.memory, p.units, choice)
             if used - p.tokens + tokens <= max_tokens:
-                returned.update((i, p.part) for ids, _ in extra for i in ids)
+                returned.update((session, i, p.part) for ids, _ in extra for i in ids)
                 used += tokens - p.tokens
                 packed[index] = self._packed(p.candidate, p.units, choice, tokens, p.part)
         return packed

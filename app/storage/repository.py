@@ -8,7 +8,7 @@ because every LanceDB write is a version and a fragment (see LANCEDB_NOTES.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -230,10 +230,12 @@ class Repository:
         if not records:
             return
         data = self._arrow(table, records)
+        # A stored row of another namespace with the same key is never overwritten (keys
+        # derived from the namespace cannot match one; this holds whatever a caller passes).
         write = (
             self._tables[table]
             .merge_insert(key)
-            .when_matched_update_all()
+            .when_matched_update_all(where="target.namespace = source.namespace")
             .when_not_matched_insert_all()
             .execute
         )
@@ -348,8 +350,13 @@ class Repository:
                 raise ValueError(f"memory {memory.id} has no {self.embedding_dim}-d vector")
         await self._upsert("memories", "id", memories)
 
-    async def get_memory(self, memory_id: str) -> MemoryRecord | None:
-        rows = await self._select("memories", MemoryRecord, f"id = {sql_str(memory_id)}", limit=1)
+    async def get_memory(self, memory_id: str, *, namespaces: Collection[str] | None
+                         ) -> MemoryRecord | None:
+        """The memory with this id if it lies in one of `namespaces` (None: any namespace)."""
+        where = f"id = {sql_str(memory_id)}"
+        if namespaces is not None:
+            where += f" AND {sql_in('namespace', sorted(namespaces))}"
+        rows = await self._select("memories", MemoryRecord, where, limit=1)
         return rows[0] if rows else None
 
     async def get_memories(self, memory_ids: Sequence[str], *, with_vector: bool = False
@@ -381,12 +388,16 @@ class Repository:
         by_id = {m.id: m for m in await self.get_memories(page_ids)} if page_ids else {}
         return [by_id[i] for i in page_ids if i in by_id], len(keys)
 
-    async def update_memory(self, memory_id: str, values: dict[str, Any]) -> None:
-        """Set some columns of one memory (no re-embedding; use upsert_memories for text)."""
+    async def update_memory(self, memory_id: str, values: dict[str, Any], *,
+                            namespace: str | None = None) -> None:
+        """Set some columns of one memory (no re-embedding; use upsert_memories for text);
+        with `namespace`, only if the memory lies in it."""
+        where = f"id = {sql_str(memory_id)}"
+        if namespace is not None:
+            where += f" AND namespace = {sql_str(namespace)}"
         await self._write_memories(
             Change(updates={memory_id: dict(values)}),
-            lambda: self._tables["memories"].update(updates=values,
-                                                    where=f"id = {sql_str(memory_id)}"))
+            lambda: self._tables["memories"].update(updates=values, where=where))
         self._wrote("memories", 1)
 
     async def forgettable_memories(
@@ -588,8 +599,9 @@ class Repository:
         # Insert-if-absent: replaying a half-finished build after a crash does not log twice.
         await self._insert_new("events", "id", events)
 
-    async def events_for(self, memory_id: str) -> list[EventRecord]:
-        rows = await self._select("events", EventRecord, f"memory_id = {sql_str(memory_id)}")
+    async def events_for(self, namespace: str, memory_id: str) -> list[EventRecord]:
+        where = f"namespace = {sql_str(namespace)} AND memory_id = {sql_str(memory_id)}"
+        rows = await self._select("events", EventRecord, where)
         return sorted(rows, key=lambda e: (e.timestamp is None, e.timestamp, e.id))
 
     async def delete_events(self, memory_ids: Sequence[str]) -> None:
@@ -697,10 +709,12 @@ class Repository:
         """Write original texts to the archive (replacing an older row of the same memory)."""
         await self._upsert("archive", "memory_id", records)
 
-    async def get_archived(self, memory_ids: Sequence[str]) -> list[ArchiveRecord]:
+    async def get_archived(self, namespace: str, memory_ids: Sequence[str]
+                           ) -> list[ArchiveRecord]:
         if not memory_ids:
             return []
-        return await self._select("archive", ArchiveRecord, sql_in("memory_id", memory_ids))
+        where = f"namespace = {sql_str(namespace)} AND {sql_in('memory_id', memory_ids)}"
+        return await self._select("archive", ArchiveRecord, where)
 
     async def namespace_archive(self, namespace: str) -> list[ArchiveRecord]:
         return await self._select("archive", ArchiveRecord, f"namespace = {sql_str(namespace)}")

@@ -1,9 +1,11 @@
 """Turn a session's raw log into memories: chunk, understand, embed, write.
 
 `build_session` is the one place memories are derived from messages. It runs under the
-namespace write lock and is idempotent: memory ids are deterministic, an unchanged chunk is
-not rewritten, events have deterministic ids. So a build interrupted by a crash is simply run
-again at start-up, and a replay never duplicates a memory or an event.
+namespace write lock and is idempotent: a rebuilt chunk keeps the id of the memory it
+rebuilds, a new chunk's id is derived from its own identity and never collides with another
+memory of the session (`assign_ids`), an unchanged chunk is not rewritten, events have
+deterministic ids. So a build interrupted by a crash is simply run again at start-up, and a
+replay never duplicates a memory or an event.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from app.storage.records import (
     new_event,
 )
 from app.storage.repository import Repository
-from app.store.chunker import Chunk, is_long, memory_id, plan_chunks, split_long
+from app.store.chunker import Chunk, assign_ids, is_long, plan_chunks, split_long
 
 log = structlog.get_logger(__name__)
 
@@ -61,9 +63,17 @@ class MemoryBuilder:
         self._pool = pool
         self._settings = settings
 
-    async def build_session(self, namespace: str, session_id: str) -> BuildOutcome:
-        """Bring the session's memories in line with its raw log. Caller holds the lock."""
-        messages = await self._repo.session_messages(namespace, session_id)
+    async def build_session(self, namespace: str, session_id: str, *,
+                            without: frozenset[str] = frozenset()) -> BuildOutcome:
+        """Bring the session's memories in line with its raw log. Caller holds the lock.
+
+        Args:
+            without: msg_ids to build as if already deleted from the raw log (a message
+                delete builds first and deletes the raw row after, so a failed build leaves
+                the raw log as it was).
+        """
+        messages = [m for m in await self._repo.session_messages(namespace, session_id)
+                    if m.msg_id not in without]
         memories = await self._repo.session_memories(namespace, session_id)
         by_id = {m.msg_id: m for m in messages}
         pending = [m for m in messages if m.state == "pending"]
@@ -75,7 +85,10 @@ class MemoryBuilder:
             memory for memory in memories
             if any(i in pending_ids or i not in by_id for i in memory.msg_ids)
         ]
-        chunks = self._rebuild_chunks(affected, by_id)
+        affected_ids = {m.id for m in affected}
+        chunks = _without_contained(
+            self._rebuild_chunks(affected, by_id),
+            settled=[set(m.msg_ids) for m in memories if m.id not in affected_ids])
         unassigned = [m for m in pending if m.msg_id not in in_memory]
         if self._settings.skip_small_talk:
             unassigned = [m for m in unassigned if not is_small_talk(m.content)]
@@ -83,12 +96,14 @@ class MemoryBuilder:
 
         existing = {m.id: m for m in memories}
         outcome = BuildOutcome(job_ids={m.job_id for m in pending if m.job_id})
-        keep_ids = {memory_id(namespace, session_id, c.first.msg_id, c.part) for c in chunks}
+        ids = assign_ids(namespace, session_id, chunks, taken=existing)
+        keep_ids = set(ids)
         # Memories of affected chunks that no chunk produces any more (message deleted, or a
         # long message that now splits into fewer pieces).
         outcome.deleted = [m.id for m in affected if m.id not in keep_ids]
 
-        records = await self._records(namespace, session_id, chunks, existing)
+        records = await self._records(namespace, session_id, list(zip(ids, chunks, strict=True)),
+                                      existing)
         now = datetime.now(UTC)
         events: list[EventRecord] = []
         for record in records:
@@ -138,9 +153,12 @@ class MemoryBuilder:
     def _rebuild_chunks(
         self, affected: Sequence[MemoryRecord], by_id: dict[str, MessageRecord]
     ) -> list[Chunk]:
+        """Each affected memory rebuilt from its remaining messages, keeping its id."""
         chunks: list[Chunk] = []
         resplit: set[str] = set()
+        built: set[tuple[str, ...]] = set()
         max_chars = self._settings.chunk_max_chars
+        solo = self._solo_memories(affected, by_id)
         for memory in affected:
             current = tuple(by_id[i] for i in memory.msg_ids if i in by_id)
             if not current:
@@ -153,10 +171,30 @@ class MemoryBuilder:
                 budget = max_chars - len(message.role) - 2
                 pieces = split_long(message.content, budget) if is_long(message, max_chars) \
                     else [message.content]
-                chunks += [Chunk((message,), part=i, piece=p) for i, p in enumerate(pieces)]
+                parts = solo.get(message.msg_id, {})
+                chunks += [Chunk((message,), part=i, piece=p, keeps=parts.get(i))
+                           for i, p in enumerate(pieces)]
             else:
-                chunks.append(Chunk(current))
+                key = tuple(m.msg_id for m in current)
+                if key in built:
+                    # Two neighbours shrank to the same messages (both lost their other
+                    # ones): one memory holds them, the other is deleted.
+                    continue
+                built.add(key)
+                chunks.append(Chunk(current, keeps=memory.id))
         return chunks
+
+    @staticmethod
+    def _solo_memories(affected: Sequence[MemoryRecord], by_id: dict[str, MessageRecord]
+                       ) -> dict[str, dict[int, str]]:
+        """msg_id -> {part: memory id} of the affected memories left holding only it: the
+        ids its pieces keep when it is split again."""
+        found: dict[str, dict[int, str]] = {}
+        for memory in affected:
+            current = [i for i in memory.msg_ids if i in by_id]
+            if len(current) == 1:
+                found.setdefault(current[0], {}).setdefault(memory.part, memory.id)
+        return found
 
     def _new_chunks(
         self,
@@ -169,6 +207,7 @@ class MemoryBuilder:
             return []
         s = self._settings
         context: list[MessageRecord] = []
+        extends: str | None = None  # the open chunk's memory, when the new chunk grows it
         affected_ids = {m.id for m in affected}
         settled = [m for m in memories if m.id not in affected_ids]
         if settled:
@@ -183,15 +222,22 @@ class MemoryBuilder:
             )
             if appended and has_room:
                 context = last_messages  # continue the open window: the chunk grows in place
+                extends = last.id
             elif appended and s.chunk_overlap_turns:
                 context = last_messages[-s.chunk_overlap_turns:]
-        return plan_chunks(
+        chunks = plan_chunks(
             unassigned,
             context=context,
             max_turns=s.chunk_max_turns,
             max_chars=s.chunk_max_chars,
             overlap=s.chunk_overlap_turns,
         )
+        if extends is not None and chunks:
+            grown = chunks[0]
+            if grown.part == 0 and grown.messages[:len(context)] == tuple(context):
+                # The open chunk grew in place: it is the same memory, with more messages.
+                chunks[0] = dataclasses.replace(grown, keeps=extends)
+        return chunks
 
     # --- records -----------------------------------------------------------------------
 
@@ -199,12 +245,11 @@ class MemoryBuilder:
         self,
         namespace: str,
         session_id: str,
-        chunks: Sequence[Chunk],
+        chunks: Sequence[tuple[str, Chunk]],
         existing: dict[str, MemoryRecord],
     ) -> list[MemoryRecord]:
         todo: list[tuple[str, Chunk, str, str]] = []
-        for chunk in chunks:
-            mid = memory_id(namespace, session_id, chunk.first.msg_id, chunk.part)
+        for mid, chunk in chunks:
             text = chunk.text
             digest = text_hash(text, [m.msg_id for m in chunk.messages])
             old = existing.get(mid)
@@ -306,6 +351,22 @@ class MemoryBuilder:
             time_end=max(times) if times else None,
         ))
 
+
+
+def _without_contained(chunks: list[Chunk], *, settled: Sequence[set[str]]) -> list[Chunk]:
+    """Rebuilt chunks left holding only messages that another chunk holds too (a chunk that
+    lost all but its overlap with a neighbour) are dropped: their memories are deleted, and
+    no message is in more memories than the overlap allows."""
+    whole = [c for c in chunks if c.piece is None]
+    kept = []
+    for chunk in chunks:
+        mine = {m.msg_id for m in chunk.messages}
+        if chunk.piece is None and (
+                any(mine <= other for other in settled)
+                or any(mine < {m.msg_id for m in o.messages} for o in whole if o is not chunk)):
+            continue
+        kept.append(chunk)
+    return kept
 
 
 def _replay_safe_id(memory: MemoryRecord, event: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from app.storage.records import KEY_SEPARATOR, MessageRecord
@@ -24,6 +24,10 @@ class Chunk:
     messages: tuple[MessageRecord, ...]
     part: int = 0  # which piece of a long single message; 0 otherwise
     piece: str | None = None  # the text of that piece
+    # The id of the stored memory this chunk rebuilds or extends (None: a new chunk). A
+    # rebuilt chunk keeps its memory's id whatever message now comes first, so a delete
+    # never turns one chunk into another's id (the neighbour overlapping it).
+    keeps: str | None = None
 
     @property
     def first(self) -> MessageRecord:
@@ -40,10 +44,44 @@ def render_line(message: MessageRecord) -> str:
     return f"{message.role}: {message.content}"
 
 
-def memory_id(namespace: str, session_id: str, first_msg_id: str, part: int) -> str:
-    """Deterministic: rebuilding or replaying a chunk updates the same memory, never adds one."""
-    raw = KEY_SEPARATOR.join((namespace, session_id, first_msg_id, str(part)))
+def memory_id(namespace: str, session_id: str, first_msg_id: str, part: int, *,
+              attempt: int = 0) -> str:
+    """The id of a new chunk, derived from its own identity (session, first message, part).
+
+    Deterministic, so replaying a build after a crash writes the same memory, never adds
+    one. `attempt` > 0 derives the next candidate when that id is taken already (a rebuilt
+    memory kept it); see `assign_ids`.
+    """
+    fields = [namespace, session_id, first_msg_id, str(part)]
+    if attempt:
+        fields.append(f"attempt={attempt}")
+    raw = KEY_SEPARATOR.join(fields)
     return "mem_" + hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def assign_ids(namespace: str, session_id: str, chunks: Sequence[Chunk], *,
+               taken: Iterable[str]) -> list[str]:
+    """One memory id per chunk, unique among the chunks and the session's stored memories.
+
+    A chunk that rebuilds a memory keeps that memory's id (once: a second chunk claiming it
+    is treated as new). A new chunk takes the first candidate of `memory_id` that neither a
+    stored memory (`taken`) nor an earlier chunk holds. The result depends only on the
+    chunks and `taken`, so a replayed build assigns the same ids.
+    """
+    kept = {c.keeps for c in chunks if c.keeps is not None}
+    used = set(taken) - kept
+    ids: list[str] = []
+    for chunk in chunks:
+        if chunk.keeps is not None and chunk.keeps not in used:
+            mid = chunk.keeps
+        else:
+            attempt = 0
+            while (mid := memory_id(namespace, session_id, chunk.first.msg_id, chunk.part,
+                                    attempt=attempt)) in used or mid in kept:
+                attempt += 1
+        used.add(mid)
+        ids.append(mid)
+    return ids
 
 
 def split_long(text: str, max_chars: int) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from app.time_range import AcceptedTime
 from app.validation import MessageId, Namespace, SessionId
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -31,8 +32,9 @@ class MessageIn(BaseModel):
     )
     role: Role
     content: str = Field(min_length=1, description="The message text (not blank).")
-    timestamp: datetime | None = Field(
-        default=None, description="When it was said (ISO 8601; naive times are UTC)."
+    timestamp: AcceptedTime | None = Field(
+        default=None, description="When it was said (ISO 8601; naive times are UTC; "
+        "1970-01-01..2200-01-01 UTC)."
     )
 
     @field_validator("content")
@@ -68,12 +70,12 @@ class StoreRequest(BaseModel):
     branch: Label = Field(default="main")
     tags: list[Tag] = Field(default_factory=list, max_length=32)
     incremental: bool = Field(
-        default=True,
+        default=True, strict=True,
         description="true: store new and changed messages only. false: a session that is "
         "already stored is skipped outright.",
     )
     wait: bool = Field(
-        default=True,
+        default=True, strict=True,
         description="true: return after the memories are built (200, with their ids). false: "
         "return 202 as soon as the raw log is written; poll the job.",
     )

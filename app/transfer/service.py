@@ -1,23 +1,34 @@
 """Export a namespace to a file and import it elsewhere ("memory moving").
 
-Import is idempotent (every record is upserted by its key, events are inserted once) and
-all-or-nothing for malformed files: the whole file is parsed and validated before anything
-is written. Importing into another namespace renames the derived ids consistently; importing
-with another embedding model (or a file without vectors) re-embeds every memory.
+An import file is untrusted input from a client whose key may be limited to the target
+namespace. It is read like a store request: every record meets the API's rules
+(transfer/schemas.py), and nothing from the file names a row to write. Every id and key is
+derived again in the target namespace (memories the way the builder and compression derive
+them, events and archive rows from those), so an import can only ever write rows of its own
+namespace, and importing a namespace's export into itself is a no-op for ids.
+
+Import is idempotent (every record is upserted by its key, events are inserted once) and all
+or nothing for invalid files: the whole file is decoded, parsed, validated and cross-checked
+before anything is written; the first bad line answers 400 with its number. Importing with
+another embedding model (or a file without vectors) re-embeds every memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from app.compression.service import summary_id
+from app.config import Settings
 from app.embedding.pool import EmbeddingPool
-from app.errors import BadRequest
+from app.errors import BadRequest, PayloadTooLarge
 from app.locks import NamespaceLocks
 from app.storage.records import (
     ArchiveRecord,
@@ -25,19 +36,28 @@ from app.storage.records import (
     MemoryRecord,
     MessageRecord,
     SessionRecord,
-    message_key,
-    session_key,
 )
 from app.storage.repository import Repository
 from app.store.builder import MemoryBuilder
 from app.store.chunker import memory_id
-from app.transfer.schemas import ExportHeader, ImportResult
+from app.store.service import content_hash
+from app.transfer.schemas import (
+    ExportHeader,
+    ImportedArchive,
+    ImportedEvent,
+    ImportedMemory,
+    ImportedMessage,
+    ImportedSession,
+    ImportResult,
+)
 
-_RECORD_TYPES: dict[str, type[Any]] = {
-    "message": MessageRecord, "memory": MemoryRecord, "event": EventRecord,
-    "session": SessionRecord, "archive": ArchiveRecord,
+_RECORD_TYPES: dict[str, type[BaseModel]] = {
+    "message": ImportedMessage, "memory": ImportedMemory, "event": ImportedEvent,
+    "session": ImportedSession, "archive": ImportedArchive,
 }
-_ADAPTERS = {name: TypeAdapter(cls) for name, cls in _RECORD_TYPES.items()}
+# An event id's tail after `<memory id>:` (e.g. `created`, `compressed:<hex>`) is kept when
+# it is this plain; any other id gets a tail derived from it.
+_EVENT_TAIL = re.compile(r"^[a-z_]{1,32}(:[A-Za-z0-9_-]{1,64}){0,2}$")
 
 
 def _line(kind: str, record: Any) -> bytes:
@@ -56,7 +76,8 @@ def _json_default(value: Any) -> Any:
 
 class TransferService:
     def __init__(self, repo: Repository, pool: EmbeddingPool, builder: MemoryBuilder,
-                 locks: NamespaceLocks) -> None:
+                 locks: NamespaceLocks, settings: Settings) -> None:
+        self._settings = settings
         self._repo = repo
         self._pool = pool
         self._builder = builder
@@ -88,90 +109,217 @@ class TransferService:
         """Import an export file into `namespace`.
 
         Raises:
-            BadRequest: the file is not an Engram export, or a line is malformed (nothing is
-                written then).
+            BadRequest: the file is not an Engram export, or a line is invalid (nothing is
+                written then; the message names the line).
+            PayloadTooLarge: a message is longer than `max_message_chars`.
         """
-        header, parsed = self._parse(body)
-        source = header.namespace
-        messages = [self._message(m, namespace) for m in parsed["message"]]
-        ids = {m.id: self._memory_id(m, source, namespace) for m in parsed["memory"]}
-        memories = [self._memory(m, namespace, ids) for m in parsed["memory"]]
-        events = [self._event(e, namespace, ids) for e in parsed["event"]]
-        sessions = [self._session(s, namespace, ids) for s in parsed["session"]]
-        archive = [dataclasses.replace(a, namespace=namespace,
-                                       memory_id=ids.get(a.memory_id, a.memory_id),
-                                       summary_id=ids.get(a.summary_id, a.summary_id))
-                   for a in parsed["archive"]]
+        plan = _ImportPlan.read(body, namespace, max_message_chars=self._settings.max_message_chars)
+        memories = plan.memories
         stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
-                 or header.embedding_model != self._pool.name]
+                 or plan.header.embedding_model != self._pool.name]
         if stale:
             vectors = await self._pool.embed_many([m.text for m in stale])
             for memory, vector in zip(stale, vectors, strict=True):
                 memory.vector, memory.embedding_model = vector.tolist(), self._pool.name
         async with self._locks.hold(namespace):
-            await self._repo.upsert_messages(messages)
+            await self._repo.upsert_messages(plan.messages)
             await self._repo.upsert_memories(memories)
-            await self._repo.append_events(events)
-            await self._repo.upsert_sessions(sessions)
-            await self._repo.archive_memories(archive)
-            for session_id in sorted({m.session_id for m in messages if m.state == "pending"}):
+            await self._repo.append_events(plan.events)
+            await self._repo.upsert_sessions(plan.sessions)
+            await self._repo.archive_memories(plan.archive)
+            for session_id in sorted({m.session_id for m in plan.messages
+                                      if m.state == "pending"}):
                 await self._builder.build_session(namespace, session_id)
-        return ImportResult(namespace=namespace, source_namespace=source,
-                            messages=len(messages), memories=len(memories), events=len(events),
-                            sessions=len(sessions), archived=len(archive),
-                            reembedded=len(stale))
+        return ImportResult(namespace=namespace, source_namespace=plan.header.namespace,
+                            messages=len(plan.messages), memories=len(memories),
+                            events=len(plan.events), sessions=len(plan.sessions),
+                            archived=len(plan.archive), reembedded=len(stale))
 
-    # --- parsing -----------------------------------------------------------------------
 
-    @staticmethod
-    def _parse(body: bytes) -> tuple[ExportHeader, dict[str, list[Any]]]:
-        lines = [line for line in body.splitlines() if line.strip()]
-        if not lines:
-            raise BadRequest("the import file is empty")
+def _invalid(number: int, problem: str) -> BadRequest:
+    return BadRequest(f"line {number} is not a valid export record: {problem}")
+
+
+def _pydantic_problem(exc: ValidationError) -> str:
+    """The first error, naming its field (`data.created_at: ...`)."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+@dataclasses.dataclass
+class _ImportPlan:
+    """A whole file, validated and renamed into the target namespace: the rows to write."""
+
+    header: ExportHeader
+    messages: list[MessageRecord]
+    memories: list[MemoryRecord]
+    events: list[EventRecord]
+    sessions: list[SessionRecord]
+    archive: list[ArchiveRecord]
+
+    @classmethod
+    def read(cls, body: bytes, target: str, *, max_message_chars: int) -> _ImportPlan:
+        header, records = _parse(body)
+        by_kind: dict[str, list[tuple[int, Any]]] = {kind: [] for kind in _RECORD_TYPES}
+        for number, kind, record in records:
+            by_kind[kind].append((number, record))
+
+        messages: dict[tuple[str, str], MessageRecord] = {}
+        for number, m in by_kind["message"]:
+            if len(m.content) > max_message_chars:
+                raise PayloadTooLarge(f"line {number}: data.content has {len(m.content)} "
+                                      f"characters; the limit is {max_message_chars}")
+            if (m.session_id, m.msg_id) in messages:
+                raise _invalid(number, f"message {m.msg_id!r} of session {m.session_id!r} "
+                               "appears twice")
+            messages[(m.session_id, m.msg_id)] = MessageRecord(
+                namespace=target, session_id=m.session_id, msg_id=m.msg_id, seq=m.seq,
+                role=str(m.role), content=m.content,
+                content_hash=content_hash(str(m.role), m.content), timestamp=m.timestamp,
+                received_at=m.received_at, source=m.source, branch=m.branch, tags=m.tags,
+                state=m.state)
+
+        ids = _derive_memory_ids(by_kind["memory"], target)
+        memories = [_memory_record(m, target, ids) for _, m in by_kind["memory"]]
+        kinds = {m.id: bool(m.summary_of) for _, m in by_kind["memory"]}
+
+        events: dict[str, EventRecord] = {}
+        for number, e in by_kind["event"]:
+            if e.memory_id not in ids:
+                raise _invalid(number, f"event of memory {e.memory_id!r}, which the file does "
+                               "not hold")
+            event = EventRecord(id=_event_id(e, ids[e.memory_id], target),
+                                memory_id=ids[e.memory_id], namespace=target, event=e.event,
+                                note=e.note, timestamp=e.timestamp, metadata=e.metadata)
+            if event.id in events:
+                raise _invalid(number, f"event {e.id!r} appears twice")
+            events[event.id] = event
+
+        sessions: dict[str, SessionRecord] = {}
+        for number, s in by_kind["session"]:
+            if s.session_id in sessions:
+                raise _invalid(number, f"session {s.session_id!r} appears twice")
+            sessions[s.session_id] = SessionRecord(
+                namespace=target, session_id=s.session_id, source=s.source, branch=s.branch,
+                stored_at=s.stored_at, updated_at=s.updated_at, message_count=s.message_count,
+                chunk_count=s.chunk_count,
+                # The ledger lists the file's own memories only, renamed.
+                chunk_ids=[ids[i] for i in s.chunk_ids if i in ids], first_msg=s.first_msg,
+                last_msg=s.last_msg, time_start=s.time_start, time_end=s.time_end)
+
+        archive: dict[str, ArchiveRecord] = {}
+        owners = {m.id: m for _, m in by_kind["memory"]}
+        for number, a in by_kind["archive"]:
+            if a.memory_id not in ids or kinds[a.memory_id]:
+                raise _invalid(number, f"archived text of {a.memory_id!r}, which is not a "
+                               "memory of the file")
+            if a.summary_id and not kinds.get(a.summary_id, False):
+                raise _invalid(number, f"summary {a.summary_id!r} is not a summary of the file")
+            new_id = ids[a.memory_id]
+            if new_id in archive:
+                raise _invalid(number, f"archived text of {a.memory_id!r} appears twice")
+            archive[new_id] = ArchiveRecord(
+                memory_id=new_id, namespace=target, session_id=owners[a.memory_id].session_id,
+                text=a.text, content_hash=a.content_hash, compressed_text=a.compressed_text,
+                summary_id=ids[a.summary_id] if a.summary_id else "", archived_at=a.archived_at,
+                metadata=a.metadata)
+        return cls(header, list(messages.values()), memories, list(events.values()),
+                   list(sessions.values()), list(archive.values()))
+
+
+def _parse(body: bytes) -> tuple[ExportHeader, list[tuple[int, str, Any]]]:
+    """The header and every record with its line number (1-based, blank lines counted)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        number = body.count(b"\n", 0, exc.start) + 1
+        raise BadRequest(f"line {number} is not UTF-8 text (byte {exc.start})") from None
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    if not lines:
+        raise BadRequest("the import file is empty")
+    number, first = lines[0]
+    try:
+        header = ExportHeader.model_validate(_json(first))
+    except (ValueError, ValidationError) as exc:
+        problem = _pydantic_problem(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise BadRequest(f"line {number} is not an Engram export header (format "
+                         f"'engram-export', version 1): {problem}") from None
+    records = []
+    for number, line in lines[1:]:
         try:
-            header = ExportHeader.model_validate_json(lines[0])
+            item = _json(line)
+        except ValueError as exc:
+            raise _invalid(number, str(exc)) from None
+        if not isinstance(item, dict) or item.get("type") not in _RECORD_TYPES:
+            raise _invalid(number, "expected {\"type\": one of " + ", ".join(
+                sorted(_RECORD_TYPES)) + ", \"data\": {...}}")
+        kind = item["type"]
+        try:
+            record = _RECORD_TYPES[kind].model_validate(item.get("data"))
         except ValidationError as exc:
-            raise BadRequest("line 1 is not an Engram export header (format "
-                             "'engram-export', version 1)", details=exc.errors()) from None
-        parsed: dict[str, list[Any]] = {kind: [] for kind in _RECORD_TYPES}
-        for number, line in enumerate(lines[1:], start=2):
-            try:
-                item = json.loads(line)
-                kind = item["type"]
-                parsed[kind].append(_ADAPTERS[kind].validate_python(item["data"]))
-            except (ValueError, KeyError, TypeError, ValidationError) as exc:
-                raise BadRequest(f"line {number} is not a valid export record: "
-                                 f"{str(exc)[:300]}") from None
-        return header, parsed
+            raise _invalid(number, f"{kind} data.{_pydantic_problem(exc)}") from None
+        records.append((number, kind, record))
+    return header, records
 
-    # --- renaming into the target namespace ---------------------------------------------
 
-    @staticmethod
-    def _memory_id(memory: MemoryRecord, source: str, target: str) -> str:
-        if source == target or memory.summary_of:
-            return memory.id
-        return memory_id(target, memory.session_id, memory.start_msg, memory.part)
+def _json(line: str) -> Any:
+    """One JSON value. Raises: ValueError, also for nesting too deep to parse."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
 
-    @staticmethod
-    def _message(m: MessageRecord, namespace: str) -> MessageRecord:
-        return dataclasses.replace(m, namespace=namespace,
-                                   key=message_key(namespace, m.session_id, m.msg_id))
 
-    @staticmethod
-    def _memory(m: MemoryRecord, namespace: str, ids: dict[str, str]) -> MemoryRecord:
-        return dataclasses.replace(m, namespace=namespace, id=ids[m.id],
-                                   summary_of=[ids.get(i, i) for i in m.summary_of])
+# --- ids derived again in the target namespace -------------------------------------------
 
-    @staticmethod
-    def _event(e: EventRecord, namespace: str, ids: dict[str, str]) -> EventRecord:
-        new_memory = ids.get(e.memory_id, e.memory_id)
-        event_id = new_memory + e.id.removeprefix(e.memory_id) if e.id.startswith(
-            e.memory_id) else e.id
-        return dataclasses.replace(e, namespace=namespace, memory_id=new_memory, id=event_id)
 
-    @staticmethod
-    def _session(s: SessionRecord, namespace: str, ids: dict[str, str]) -> SessionRecord:
-        return dataclasses.replace(s, namespace=namespace, key=session_key(namespace,
-                                                                           s.session_id),
-                                   chunk_ids=[ids.get(i, i) for i in s.chunk_ids])
+def _derive_memory_ids(memories: list[tuple[int, ImportedMemory]], target: str
+                       ) -> dict[str, str]:
+    """File id → id in `target`: chunks as the builder derives them, summaries as
+    compression does (from the namespace and the ids of the memories they cover)."""
+    ids: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, m in memories:
+        if m.id in lines:
+            raise _invalid(number, f"memory {m.id!r} appears twice")
+        lines[m.id] = number
+        if not m.summary_of:
+            if not m.start_msg:
+                raise _invalid(number, "memory data.start_msg: a chunk needs its first message")
+            ids[m.id] = memory_id(target, m.session_id, m.start_msg, m.part)
+    for number, m in memories:
+        if m.summary_of:
+            for source in m.summary_of:
+                if source not in ids:
+                    raise _invalid(number, f"memory data.summary_of: {source!r} is not a "
+                                   "chunk memory of the file")
+            ids[m.id] = summary_id(target, [ids[s] for s in m.summary_of])
+    seen: dict[str, str] = {}
+    for file_id, new_id in ids.items():
+        if new_id in seen:
+            raise _invalid(lines[file_id], f"memory {file_id!r} is the same memory as "
+                           f"{seen[new_id]!r} (same session, first message and part)")
+        seen[new_id] = file_id
+    return ids
 
+
+def _memory_record(m: ImportedMemory, target: str, ids: dict[str, str]) -> MemoryRecord:
+    values = m.model_dump(exclude={"id", "summary_of", "category", "tier", "state",
+                                   "decision"})
+    return MemoryRecord(**values, id=ids[m.id], namespace=target,
+                        summary_of=[ids[s] for s in m.summary_of], category=str(m.category),
+                        tier=str(m.tier), state=str(m.state), decision=str(m.decision))
+
+
+def _event_id(event: ImportedEvent, new_memory_id: str, target: str) -> str:
+    """`<memory id>:<tail>`: the file's tail when it is plain (replays and re-imports then
+    insert nothing twice), else one derived from the file's id."""
+    tail = event.id.removeprefix(event.memory_id + ":") if event.id.startswith(
+        event.memory_id + ":") else ""
+    if not _EVENT_TAIL.fullmatch(tail):
+        digest = hashlib.sha256(f"{target}\x1f{event.id}".encode()).hexdigest()[:16]
+        tail = f"{event.event}:{digest}"
+    return f"{new_memory_id}:{tail}"

@@ -120,7 +120,7 @@ class TestCompressAndRestore:
             only(await run(client, "alice"))
             # The stale archive row went; if the new text was compressed again, the archive
             # holds the new text.
-            archived = await client.app.state.engram.repo.get_archived([target["id"]])
+            archived = await client.app.state.engram.repo.get_archived("alice", [target["id"]])
             assert all(a.text == rebuilt["text"] for a in archived)
 
     async def test_abstractive_summaries_when_configured(self, open_client: Any,
