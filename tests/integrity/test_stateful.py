@@ -170,7 +170,7 @@ class StatefulMachine(RuleBasedStateMachine):
         self.http.close()
 
     def content(self, data: st.DataObject, role: str) -> str:
-        """60-200 characters of English, Chinese or mixed chat, unique in the whole run."""
+        """60-700 characters of English, Chinese or mixed chat, unique in the whole run."""
         seed = data.draw(st.integers(0, 2**32 - 1), label="content seed")
         zh_share = data.draw(st.sampled_from([0.0, 0.5, 1.0]), label="Chinese share")
         rng = random.Random(seed)
@@ -218,6 +218,7 @@ class StatefulMachine(RuleBasedStateMachine):
         response = self.call("POST", "/v1/store", expect=(200,) if wait else (202, 200), json={
             "namespace": ns, "session_id": session_id, "messages": messages, "wait": wait})
         body: Json = response.json()
+        self.tally["stores"] += 1
         assert (body["new"], body["updated"], body["skipped"]) == (
             expect_new, expect_updated, expect_skipped), body
         if response.status_code == 202:
@@ -280,11 +281,22 @@ class StatefulMachine(RuleBasedStateMachine):
 
     # --- set-up ------------------------------------------------------------------------
 
-    @initialize()
-    def compress_everything_policy(self) -> None:
+    @initialize(data=st.data())
+    def seed_namespaces(self, data: st.DataObject) -> None:
+        """Both namespaces compress everything and start with a session (msg_ids 1..4), so
+        every rule has something to work on from the first step."""
         self.tally["examples"] += 1
         for ns in self.models:
             self.call("PUT", f"/v1/compression/policies/{ns}", json=COMPRESS_ALL)
+            self.sessions_made += 1
+            session_id = f"s{self.sessions_made}"
+            known = self.models[ns].sessions[session_id] = {}
+            for i in range(4):
+                role = "user" if i % 2 == 0 else "assistant"
+                known[str(i + 1)] = Message(role, self.content(data, role), True)
+            self.store(ns, session_id, [{"msg_id": k, "role": m.role, "content": m.content}
+                                        for k, m in known.items()],
+                       wait=True, expect_new=4, expect_updated=0, expect_skipped=0)
             self.seen[ns] = self.observe(ns)
 
     # --- rules: storing ----------------------------------------------------------------
