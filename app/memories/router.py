@@ -57,7 +57,7 @@ async def list_memories(
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryPublic,
-            responses=error_responses(401, 403, 404))
+            responses=error_responses(401, 404))
 async def get_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
                      ) -> MemoryPublic:
     """One memory with all its metadata."""
@@ -65,7 +65,7 @@ async def get_memory(memory_id: str, principal: CurrentPrincipal, service: Memor
 
 
 @router.delete("/memories/{memory_id}", response_model=Deleted,
-               responses=error_responses(401, 403, 404, 503))
+               responses=error_responses(401, 404, 503))
 async def delete_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
                         ) -> Deleted:
     """Delete one memory (its messages stay in the raw log)."""
@@ -73,7 +73,7 @@ async def delete_memory(memory_id: str, principal: CurrentPrincipal, service: Me
 
 
 @router.patch("/memories/{memory_id}", response_model=MemoryPublic,
-              responses=error_responses(400, 401, 403, 404, 422, 503))
+              responses=error_responses(400, 401, 404, 422, 503))
 async def update_memory(memory_id: str, body: MemoryUpdate, principal: CurrentPrincipal,
                         service: MemoryServiceDep) -> MemoryPublic:
     """Edit text, tags, category, importance or protection; a new text is re-embedded."""
@@ -81,7 +81,7 @@ async def update_memory(memory_id: str, body: MemoryUpdate, principal: CurrentPr
 
 
 @router.post("/memories/{memory_id}/access", response_model=MemoryPublic,
-             responses=error_responses(400, 401, 403, 404, 422, 503))
+             responses=error_responses(400, 401, 404, 422, 503))
 async def access_memory(memory_id: str, body: AccessRequest, principal: CurrentPrincipal,
                         service: MemoryServiceDep) -> MemoryPublic:
     """Record an explicit access with a note; frequent use promotes the memory."""
@@ -89,7 +89,7 @@ async def access_memory(memory_id: str, body: AccessRequest, principal: CurrentP
 
 
 @router.post("/memories/{memory_id}/forget", response_model=MemoryPublic,
-             responses=error_responses(401, 403, 404, 409, 503))
+             responses=error_responses(401, 404, 409, 503))
 async def forget_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
                         ) -> MemoryPublic:
     """Forget a memory softly: it leaves recall but can be restored."""
@@ -97,7 +97,7 @@ async def forget_memory(memory_id: str, principal: CurrentPrincipal, service: Me
 
 
 @router.post("/memories/{memory_id}/restore", response_model=MemoryPublic,
-             responses=error_responses(401, 403, 404, 503))
+             responses=error_responses(401, 404, 503))
 async def restore_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
                          ) -> MemoryPublic:
     """Bring back a forgotten memory, or a compressed one whole from the archive."""
@@ -105,7 +105,7 @@ async def restore_memory(memory_id: str, principal: CurrentPrincipal, service: M
 
 
 @router.get("/memories/{memory_id}/evolution", response_model=Evolution,
-            responses=error_responses(401, 403, 404))
+            responses=error_responses(401, 404))
 async def memory_evolution(memory_id: str, principal: CurrentPrincipal,
                            service: MemoryServiceDep) -> Evolution:
     """The memory's history, oldest first, with a readable summary."""

@@ -7,6 +7,7 @@ because every LanceDB write is a version and a fragment (see LANCEDB_NOTES.md).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -70,6 +71,27 @@ class MemoryFilter:
         if self.tag is not None:
             parts.append(f"array_has(tags, {sql_str(self.tag)})")
         return " AND ".join(parts)
+
+
+# Quote marks, straight and typographic, Western and CJK: in a full-text query string they
+# open a phrase query, which an index without positions refuses (and they carry no words).
+_QUOTES = re.compile("[\"\u201c\u201d\u201e\u201f\u00ab\u00bb\u300c\u300d\u300e\u300f"
+                     "\uff02\u301d\u301e]")
+
+
+def full_text_query(text: str, column: str) -> Any:
+    """Any user text as a full-text query of plain words: never query syntax.
+
+    A `MatchQuery` is not parsed (no phrases, no AND/OR/NOT, no field:term, no wildcards):
+    its text is only tokenized, like the indexed text. Quote marks are dropped as well.
+    """
+    from lancedb.query import FullTextOperator, MatchQuery
+
+    # Every field spelled out: the pydantic dataclass hides its defaults from mypy. These are
+    # LanceDB's defaults, i.e. what a plain string without syntax was searched with before.
+    return MatchQuery(_QUOTES.sub(" ", text), column, boost=1.0, fuzziness=0,
+                      max_expansions=50, operator=FullTextOperator.OR, prefix_length=0,
+                      document_granularity=None)
 
 
 def sql_time(value: datetime) -> str:
@@ -471,7 +493,8 @@ class Repository:
         import numpy as np
 
         def search() -> Any:
-            return (self._tables["memories"].query().nearest_to_text(text, columns="text")
+            return (self._tables["memories"].query()
+                    .nearest_to_text(full_text_query(text, "text"))
                     .where(where.to_sql()).limit(limit))
 
         cache = self.namespace_cache

@@ -41,13 +41,14 @@ async def export_namespace(
 @router.post(
     "/namespaces/{namespace}/import",
     response_model=ImportResult,
-    responses=error_responses(400, 401, 403, 503),
+    responses=error_responses(400, 401, 403, 413, 503),
     openapi_extra={"requestBody": {"required": True, "content": {
         NDJSON: {"schema": {"type": "string", "format": "binary"}}}}},
 )
 async def import_namespace(namespace: NamespacePath, request: Request,
                            principal: CurrentPrincipal, service: TransferServiceDep
                            ) -> ImportResult:
-    """Import an export file into this namespace (idempotent; re-embeds if the model differs)."""
+    """Import an export file into this namespace: checked whole like client input, ids
+    derived again here (idempotent; re-embeds if the model differs)."""
     principal.require_namespace(namespace)
     return await service.import_(namespace, await request.body())

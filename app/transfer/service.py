@@ -15,6 +15,7 @@ another embedding model (or a file without vectors) re-embeds every memory.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -113,7 +114,9 @@ class TransferService:
                 written then; the message names the line).
             PayloadTooLarge: a message is longer than `max_message_chars`.
         """
-        plan = _ImportPlan.read(body, namespace, max_message_chars=self._settings.max_message_chars)
+        # Parsing and checking a large file is CPU work: off the event loop.
+        plan = await asyncio.to_thread(_ImportPlan.read, body, namespace,
+                                       max_message_chars=self._settings.max_message_chars)
         memories = plan.memories
         stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
                  or plan.header.embedding_model != self._pool.name]

@@ -3,8 +3,6 @@ messages 1, 2, 3 (as the README example does) both come back whole (issue 13, it
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.helpers import AppClient, all_memories, store
