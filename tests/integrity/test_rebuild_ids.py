@@ -13,7 +13,7 @@ import pytest
 
 from app.storage.repository import Repository
 from tests.helpers import AppClient, all_memories, store
-from tests.procs import ServerProcess, chat_messages, servers
+from tests.procs import ServerProcess, chat_messages
 
 NAMESPACE, SESSION = "alice", "s1"
 # Two long turns fill a chunk past 80 % of its 900 characters, so it is closed and the next
@@ -170,8 +170,12 @@ async def test_two_processes_deleting_and_storing_on_one_data_dir(tmp_path: Any)
     rng = random.Random(3)
     msgs = chat_messages(rng, 40)
     data = tmp_path / "data"
-    with servers(ServerProcess(data, name="server-a"),
-                 ServerProcess(data, name="server-b")) as (a, b):
+    a, b = ServerProcess(data, name="server-a"), ServerProcess(data, name="server-b")
+    try:
+        for server in (a, b):
+            server.start(wait=False)
+        for server in (a, b):  # the machine is shared: model loads may take minutes
+            server.wait_ready(timeout=600)
         async with httpx.AsyncClient(base_url=a.base_url, timeout=120) as ca, \
                 httpx.AsyncClient(base_url=b.base_url, timeout=120) as cb:
             first = await ca.post("/v1/store", json={"namespace": NAMESPACE,
@@ -221,3 +225,6 @@ async def test_two_processes_deleting_and_storing_on_one_data_dir(tmp_path: Any)
                                                        for i in memory["msg_ids"])
                     at = [positions[i] for i in memory["msg_ids"]]
                     assert at == list(range(at[0], at[0] + len(at)))
+    finally:
+        for server in (a, b):
+            server.stop()
