@@ -7,6 +7,8 @@ and queue depth, lock waits, table sizes and versions (read at scrape time), bac
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,11 +41,33 @@ class Metrics:
         self.table_rows = Gauge("engram_table_rows", "Rows per table", ["table"], registry=r)
         self.table_version = Gauge("engram_table_version", "Version per table", ["table"],
                                    registry=r)
+        # What the process holds in memory, read at scrape time (`watch_memory`).
+        self.memory_held = Gauge("engram_memory_held", "What the server holds in memory "
+                                 "(rows, bytes, queued items), all namespaces together",
+                                 ["what"], registry=r)
         self.background_runs = Counter("engram_background_runs_total", "Background job runs",
                                        ["job", "outcome"], registry=r)
 
+    def watch_memory(self, readers: Mapping[str, Callable[[], float]]) -> None:
+        """Report each reader's figure as `engram_memory_held{what=name}` at every scrape;
+        the process's resident set size is always added (`resident_bytes`)."""
+        for name, reader in {**readers, "resident_bytes": resident_bytes}.items():
+            self.memory_held.labels(name).set_function(reader)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def resident_bytes() -> float:
+    """VmRSS of this process (Linux); 0 where /proc is missing."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return 0.0
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return float(int(line.split()[1]) * 1024)
+    return 0.0
 
 
 def _route_template(scope: Scope) -> str:
