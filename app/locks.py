@@ -43,6 +43,12 @@ class NamespaceLocks:
         self.wait_seconds_total = 0.0
         self.on_wait: Callable[[float], None] | None = None  # metrics hook
 
+    @property
+    def known(self) -> int:
+        """Locks this process keeps (two per namespace it wrote to; ~1 KB each, never
+        dropped: a lock object must outlive every waiter)."""
+        return len(self._local)
+
     def is_held(self, namespace: str) -> bool:
         lock = self._local.get(namespace)
         return lock is not None and lock.locked()

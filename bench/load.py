@@ -150,6 +150,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
             for i, ns in enumerate(recall_namespaces)))
         idle_latencies = [x for lat, _ in idle for x in lat]
         result["recall_idle"] = stats(idle_latencies)
+        progress(result)
 
         # 2. ingest with recalls running
         errors: list[str] = [e for _, errs in idle for e in errs]
@@ -195,6 +196,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
             result["recall_p99_ratio"] = round(busy["p99_ms"] / result["recall_idle"]["p99_ms"],
                                                2)
         result["stored_once"] = stored_once(server.data_dir, sent)
+        progress(result)
 
         # 3. memory after the ingest
         result["rss_after_ingest_kib"] = server.memory_kib()
@@ -217,6 +219,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
             await jobs_done(client, job_ids)
         result["append_2_wait_true"] = stats(appends["wait"])
         result["append_2_wait_false_ack"] = stats(appends["ack"])
+        progress(result)
 
         # 5. LoCoMo-style import
         if args.locomo:
@@ -241,6 +244,12 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
             result["_locomo_texts"] = texts
             result["rss_after_locomo_kib"] = server.memory_kib()
     return result
+
+
+def progress(result: Json) -> None:
+    """Print what is measured so far (a long run on a busy machine shows it as it goes)."""
+    print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")},
+                     default=str), flush=True)
 
 
 def report(result: Json) -> str:

@@ -62,3 +62,26 @@ class TestGroupCommit:
         # 16 acknowledgements, far fewer raw-log commits (builds may add theirs meanwhile).
         assert versions <= 8, versions
         assert sum(r.json()["new"] for r in responses) == 32
+
+
+class TestMemoryGauges:
+    async def test_metrics_report_what_the_server_holds_without_namespace_labels(
+        self, client: Any
+    ) -> None:
+        for session, text in (("s1", "I moved to Lisbon in May."), ("s2", "我下周二去杭州出差。")):
+            response = await client.post("/v1/store", json={
+                "namespace": "alice", "session_id": session,
+                "messages": [{"role": "user", "content": text}]})
+            assert response.status_code == 200, response.text
+            response = await client.post("/v1/recall", json={"namespace": "alice",
+                                                             "query": text})
+            assert response.status_code == 200, response.text
+        text = (await client.get("/metrics")).text
+        held = {line.split('what="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines() if line.startswith("engram_memory_held{")}
+        assert held["namespace_cache_rows"] == 2  # the recalled namespace's copy, 2 memories
+        assert held["namespace_cache_bytes"] > 2 * 384 * 4
+        assert held["hit_buffer_ids"] >= 1
+        assert held["resident_bytes"] > 100e6  # the model alone is more
+        assert held["write_queue_writes"] == 0 and held["store_queue_sessions"] == 0
+        assert "alice" not in "".join(x for x in text.splitlines() if "memory_held" in x)
