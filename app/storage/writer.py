@@ -138,11 +138,6 @@ class TableWriter:
         # A cancelled caller does not cancel the commit other callers share.
         return await asyncio.shield(pending.done)
 
-    async def close(self) -> None:
-        """Wait for every queued write to be committed (shutdown)."""
-        while self._drainer is not None and not self._drainer.done():
-            await asyncio.shield(self._drainer)
-
     async def _drain(self) -> None:
         while self._queue:
             batch = self._take_batch()
