@@ -125,10 +125,11 @@ def memory_gauges(text: str) -> Json:
     return found
 
 
-def locomo_sessions(path: Path) -> list[tuple[str, str, list[Json]]]:
+def locomo_sessions(path: Path, limit: int | None) -> list[tuple[str, str, list[Json]]]:
     from bench.locomo import load
 
-    return [(s.namespace, sid, msgs) for s in load(path) for sid, msgs in s.sessions]
+    return [(s.namespace, sid, msgs) for s in load(path, limit=limit)
+            for sid, msgs in s.sessions]
 
 
 async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
@@ -223,7 +224,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
 
         # 5. LoCoMo-style import
         if args.locomo:
-            sessions = locomo_sessions(Path(args.locomo))
+            sessions = locomo_sessions(Path(args.locomo), args.locomo_conversations)
             turns = sum(len(m) for _, _, m in sessions)
             began = time.perf_counter()
             for namespace, session_id, msgs in sessions:
@@ -284,6 +285,8 @@ def main() -> None:
     parser.add_argument("--idle-recalls", type=int, default=40, help="per recall client")
     parser.add_argument("--appends", type=int, default=40, help="per mode")
     parser.add_argument("--locomo", default="", help="LoCoMo JSON (input data only)")
+    parser.add_argument("--locomo-conversations", type=int, default=None,
+                        help="only the first N conversations (default all)")
     parser.add_argument("--seed", type=int, default=14)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="engram-load-") as tmp:
