@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     chunk_overlap_ratio: float = Field(default=0.2, ge=0, lt=1)
     max_message_chars: int = Field(default=20_000, ge=100)
     max_messages_per_request: int = Field(default=5_000, ge=1)
+    # Rows one group commit takes at most (app/storage/writer.py): the writes of all
+    # namespaces pending on a table share one commit up to this size.
+    write_batch_max_rows: int = Field(default=20_000, ge=1)
     skip_small_talk: bool = True
 
     # --- recall (SPEC.md §6, docs/benchmarks.md says what each default bought) -----------

@@ -3,6 +3,16 @@
 An `asyncio.Lock` orders the writers of one process; a file lock (`filelock`, flock on POSIX)
 orders the processes sharing a data directory. The file lock is polled without blocking, so
 a cancelled request never leaves a thread holding it.
+
+Two locks per namespace:
+- the write lock (`hold`): one builder of the namespace's memories at a time; held for a
+  whole build (embedding included) by stores with `wait=true`, background builds,
+  compression, edits and deletes;
+- the raw-log lock (`hold_log`): held only while a store reads a session's stored messages
+  and writes its raw-log rows, so the new/changed/unchanged count stays exact, also across
+  processes. A `wait=false` store takes only this one, so its acknowledgement never waits
+  behind a build. Order: a holder of the write lock may take the raw-log lock, never the
+  other way round.
 """
 
 from __future__ import annotations
@@ -10,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import structlog
@@ -33,12 +43,18 @@ class NamespaceLocks:
         self.wait_seconds_total = 0.0
         self.on_wait: Callable[[float], None] | None = None  # metrics hook
 
+    @property
+    def known(self) -> int:
+        """Locks this process keeps (two per namespace it wrote to; ~1 KB each, never
+        dropped: a lock object must outlive every waiter)."""
+        return len(self._local)
+
     def is_held(self, namespace: str) -> bool:
         lock = self._local.get(namespace)
         return lock is not None and lock.locked()
 
-    @asynccontextmanager
-    async def hold(self, namespace: str, *, max_wait: float | None = None) -> AsyncIterator[None]:
+    def hold(self, namespace: str, *, max_wait: float | None = None
+             ) -> AbstractAsyncContextManager[None]:
         """Hold the write lock of `namespace` for the duration of the block.
 
         Args:
@@ -48,18 +64,29 @@ class NamespaceLocks:
         Raises:
             LockTimeout: the lock was not free within the timeout (HTTP 503).
         """
+        return self._hold(namespace, namespace, max_wait=max_wait)
+
+    def hold_log(self, namespace: str, *, max_wait: float | None = None
+                 ) -> AbstractAsyncContextManager[None]:
+        """Hold the raw-log lock of `namespace` (see the module docstring); as `hold`."""
+        # "+" is not allowed in a namespace: no namespace's write lock has this file name.
+        return self._hold(namespace, f"{namespace}+log", max_wait=max_wait)
+
+    @asynccontextmanager
+    async def _hold(self, namespace: str, name: str, *, max_wait: float | None
+                    ) -> AsyncIterator[None]:
         limit = self._timeout if max_wait is None else max_wait
         started = time.monotonic()
-        local = self._local.setdefault(namespace, asyncio.Lock())
+        local = self._local.setdefault(name, asyncio.Lock())
         try:
             await asyncio.wait_for(local.acquire(), timeout=limit)
         except TimeoutError:
             raise self._timeout_error(namespace, limit) from None
         try:
-            file_lock = self._files.get(namespace)
+            file_lock = self._files.get(name)
             if file_lock is None:
-                file_lock = FileLock(str(self._dir / f"{namespace}.lock"), thread_local=False)
-                self._files[namespace] = file_lock
+                file_lock = FileLock(str(self._dir / f"{name}.lock"), thread_local=False)
+                self._files[name] = file_lock
             attempt = 0
             while True:
                 try:

@@ -73,6 +73,9 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                            maintenance=maintenance.busy)
         compression = build_compression(repo, embedding, locks, settings,
                                         maintenance=maintenance, metrics=metrics)
+        metrics.watch_memory({**repo.memory_held(), "hit_buffer_ids": lambda: hits.pending,
+                              "store_queue_sessions": lambda: store.queued_sessions,
+                              "namespace_locks": lambda: locks.known})
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
             store=store, memories=MemoryService(repo, builder, locks, settings),

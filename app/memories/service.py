@@ -77,7 +77,8 @@ class MemoryService:
         return SessionPublic.from_record(found)
 
     async def delete_session(self, namespace: str, session_id: str) -> Deleted:
-        async with self._locks.hold(namespace):
+        # The raw-log lock too: a wait=false store holds only that one (app/locks.py).
+        async with self._locks.hold(namespace), self._locks.hold_log(namespace):
             memories = await self._repo.session_memories(namespace, session_id)
             stored = await self._repo.count_messages(namespace, session_id)
             if not memories and not stored:
@@ -86,7 +87,9 @@ class MemoryService:
         return Deleted(memories_deleted=len(memories))
 
     async def delete_message(self, namespace: str, session_id: str, msg_id: str) -> Deleted:
-        async with self._locks.hold(namespace):
+        # The raw-log lock for the whole delete (deletes are rare): no store of the session
+        # slips in between the rebuild without the message and its removal.
+        async with self._locks.hold(namespace), self._locks.hold_log(namespace):
             messages = await self._repo.session_messages(namespace, session_id)
             if not any(m.msg_id == msg_id for m in messages):
                 raise NotFound(f"message {msg_id!r} not found in session {session_id!r}")
@@ -99,7 +102,7 @@ class MemoryService:
         return Deleted(memories_deleted=len(outcome.deleted), memories_rebuilt=outcome.updated)
 
     async def delete_namespace(self, namespace: str) -> Deleted:
-        async with self._locks.hold(namespace):
+        async with self._locks.hold(namespace), self._locks.hold_log(namespace):
             count = await self._repo.count_memories(namespace)
             await self._repo.delete_namespace(namespace)
         return Deleted(memories_deleted=count)

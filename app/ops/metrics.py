@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -53,8 +54,18 @@ class Metrics:
         self.table_rows = Gauge("engram_table_rows", "Rows per table", ["table"], registry=r)
         self.table_version = Gauge("engram_table_version", "Version per table", ["table"],
                                    registry=r)
+        # What the process holds in memory, read at scrape time (`watch_memory`).
+        self.memory_held = Gauge("engram_memory_held", "What the server holds in memory "
+                                 "(rows, bytes, queued items), all namespaces together",
+                                 ["what"], registry=r)
         self.background_runs = Counter("engram_background_runs_total", "Background job runs",
                                        ["job", "outcome"], registry=r)
+
+    def watch_memory(self, readers: Mapping[str, Callable[[], float]]) -> None:
+        """Report each reader's figure as `engram_memory_held{what=name}` at every scrape;
+        the process's resident set size is always added (`resident_bytes`)."""
+        for name, reader in {**readers, "resident_bytes": resident_bytes}.items():
+            self.memory_held.labels(name).set_function(reader)
 
     def watch_queue(self, depth: Callable[[], int]) -> None:
         """Read the embedding queue's depth at scrape time (a last-set value goes stale)."""
@@ -105,6 +116,18 @@ def _fold(samples: Iterable[Sample], *, maximum: bool) -> Iterator[Sample]:
             yield Sample(name, dict(labels), min(found))
         else:
             yield Sample(name, dict(labels), max(found) if maximum else sum(found))
+
+
+def resident_bytes() -> float:
+    """VmRSS of this process (Linux); 0 where /proc is missing."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return 0.0
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return float(int(line.split()[1]) * 1024)
+    return 0.0
 
 
 def _route_template(scope: Scope) -> str:

@@ -77,6 +77,25 @@ class Change:
 UNKNOWN = Change(unknown=True)
 
 
+def combined(changes: Sequence[Change]) -> Change:
+    """One change doing what all of `changes` do (the writes of one group commit, whose
+    keys are disjoint: writer.py never puts one key twice into a batch)."""
+    if len(changes) == 1:
+        return changes[0]
+    tables = [c.rows for c in changes if c.rows is not None]
+    updates: dict[str, Mapping[str, Any]] = {}
+    for change in changes:
+        updates.update(change.updates)
+    return Change(
+        rows=pa.concat_tables(tables) if tables else None,
+        deleted=frozenset().union(*(c.deleted for c in changes)),
+        updates=updates,
+        namespaces=frozenset().union(*(c.namespaces for c in changes)),
+        ids=frozenset().union(*(c.ids for c in changes)),
+        unknown=any(c.unknown for c in changes),
+    )
+
+
 class _Copy:
     """One namespace's rows (without vectors), their vectors as a matrix, and what the
     filters need as arrays. Rows become dicts when first returned, and stay so."""
@@ -269,6 +288,24 @@ class NamespaceCache:
     def clear(self) -> None:
         self._copies.clear()
         self._changes.clear()
+
+    # --- what it holds (/metrics) ------------------------------------------------------
+
+    @property
+    def held_namespaces(self) -> int:
+        return len(self._copies)
+
+    @property
+    def held_rows(self) -> int:
+        return sum(c.table.num_rows for c in self._copies.values())
+
+    @property
+    def held_bytes(self) -> int:
+        """Arrow rows, vector matrices and the remembered changes' rows (the row dicts made
+        for returned hits are not counted: at most the rows recalls returned)."""
+        copies = sum(c.table.nbytes + c.matrix.nbytes for c in self._copies.values())
+        changes = sum(c.rows.nbytes for c in self._changes.values() if c.rows is not None)
+        return int(copies + changes)
 
     # --- reads -------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import structlog
 
 from app.config import Settings
 from app.storage.migrations import migrate
-from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache
+from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
 from app.storage.records import (
     ArchiveRecord,
     EventRecord,
@@ -31,6 +31,7 @@ from app.storage.records import (
     _Record,
     session_key,
 )
+from app.storage.writer import Alone, Delete, TableWriter, Update, Upsert, Write
 
 log = structlog.get_logger(__name__)
 
@@ -164,7 +165,8 @@ _VECTOR_REFINE = 4
 
 class Repository:
     def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int,
-                 cache_rows: int = 50_000, cache_namespace_rows: int = 20_000) -> None:
+                 cache_rows: int = 50_000, cache_namespace_rows: int = 20_000,
+                 write_batch_max_rows: int = 20_000) -> None:
         self._db = db
         self._tables = tables
         self.embedding_dim = embedding_dim
@@ -180,6 +182,14 @@ class Repository:
         self.namespace_cache = NamespaceCache(
             tables["memories"], self._search_columns, max_rows=cache_rows,
             max_namespace_rows=cache_namespace_rows)
+        # One group-committing writer per table (writer.py): concurrent writes of every
+        # namespace share commits instead of racing each other's.
+        self.writers = {
+            name: TableWriter(
+                name, table, max_batch_rows=write_batch_max_rows,
+                around_commit=self._report_memories if name == "memories" else None,
+                on_commit=lambda rows, name=name: self._wrote(name, rows))  # type: ignore[misc]
+            for name, table in tables.items()}
 
     @classmethod
     async def open(cls, settings: Settings, *, embedding_dim: int) -> Repository:
@@ -200,7 +210,8 @@ class Repository:
         tables = {name: await db.open_table(name) for name in TABLES}
         repo = cls(db, tables, embedding_dim=embedding_dim,
                    cache_rows=settings.namespace_cache_max_rows,
-                   cache_namespace_rows=settings.namespace_cache_max_namespace_rows)
+                   cache_namespace_rows=settings.namespace_cache_max_namespace_rows,
+                   write_batch_max_rows=settings.write_batch_max_rows)
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
         await repo._count_unindexed_rows()
@@ -252,33 +263,33 @@ class Repository:
         if not records:
             return
         data = self._arrow(table, records)
+        change = None
+        if table == "memories":
+            change = Change(rows=data.select([*self._search_columns(), "vector"]))
         # A stored row of another namespace with the same key is never overwritten (keys
         # derived from the namespace cannot match one; this holds whatever a caller passes).
-        write = (
-            self._tables[table]
-            .merge_insert(key)
-            .when_matched_update_all(where="target.namespace = source.namespace")
-            .when_not_matched_insert_all()
-            .execute
-        )
-        if table == "memories":
-            cached = [*self._search_columns(), "vector"]
-            await self._write_memories(Change(rows=data.select(cached)), lambda: write(data))
-        else:
-            await write(data)
-        self._wrote(table, len(records))
+        await self._write(table, Upsert(key, data, change=change, same_namespace=True))
 
     async def _insert_new(self, table: str, key: str, records: Sequence[_Record]) -> None:
         """Insert rows whose key is not stored yet; existing keys are left as they are."""
         if not records:
             return
-        await (
-            self._tables[table]
-            .merge_insert(key)
-            .when_not_matched_insert_all()
-            .execute(self._arrow(table, records))
-        )
-        self._wrote(table, len(records))
+        await self._write(table, Upsert(key, self._arrow(table, records), insert_only=True))
+
+    def memory_held(self) -> dict[str, Callable[[], float]]:
+        """Readers of what the storage layer holds in memory (`Metrics.watch_memory`)."""
+        cache, writers = self.namespace_cache, self.writers.values()
+        return {
+            "namespace_cache_namespaces": lambda: cache.held_namespaces,
+            "namespace_cache_rows": lambda: cache.held_rows,
+            "namespace_cache_bytes": lambda: cache.held_bytes,
+            "write_queue_writes": lambda: sum(w.pending_writes for w in writers),
+            "write_queue_rows": lambda: sum(w.pending_rows for w in writers),
+        }
+
+    async def _write(self, table: str, write: Write) -> Any:
+        """Commit `write` with the other pending writes of `table` (writer.py); its result."""
+        return await self.writers[table].write(write)
 
     async def _select(
         self, table: str, cls: type[R], where: str, *, columns: list[str] | None = None,
@@ -292,29 +303,32 @@ class Repository:
         return [cls.from_row(row) for row in rows]
 
     async def _delete(self, table: str, where: str, *, change: Change | None = None) -> None:
-        if table == "memories":
-            await self._write_memories(change or UNKNOWN,
-                                       lambda: self._tables[table].delete(where))
-        else:
-            await self._tables[table].delete(where)
-        self._wrote(table)
+        await self._write(table, Delete(where, change=(change or UNKNOWN)
+                                        if table == "memories" else None))
 
-    async def _write_memories(self, change: Change, write: Callable[[], Awaitable[object]]
-                              ) -> None:
-        """Run a write to the memories table and tell the namespace cache what it changed.
+    async def _write_memories(self, change: Change, write: Callable[[], Awaitable[object]],
+                              *, rows: int = 0) -> None:
+        """Run a write to the memories table alone, in its writer's queue (writer.py)."""
+        await self._write("memories", Alone(write, rows=rows, change=change))
+
+    async def _report_memories(self, changes: list[Any], commit: Callable[[], Awaitable[Any]]
+                               ) -> Any:
+        """Run one commit on the memories table and tell the namespace cache what it changed.
 
         Every LanceDB write (merge, update, delete, even one that matches nothing) commits one
         version and returns its number; a number not above the version read before is not
         believed. If the write raises, its version stays unknown (namespace_cache.py).
         """
         cache = self.namespace_cache
+        change = combined([c if isinstance(c, Change) else UNKNOWN for c in changes])
         cache.writes_in_flight += 1
         try:
             before = await cache.version()
-            result = await write()
+            result = await commit()
             version = getattr(result, "version", None)
             cache.wrote(version if isinstance(version, int) and version > before else None,
                         change)
+            return result
         finally:
             cache.writes_in_flight -= 1
 
@@ -335,12 +349,16 @@ class Repository:
     async def upsert_messages(self, messages: Sequence[MessageRecord]) -> None:
         await self._upsert("messages", "key", messages)
 
-    async def mark_messages_done(self, keys: Sequence[str]) -> None:
-        if keys:
-            await self._tables["messages"].update(
-                updates={"state": "done"}, where=sql_in("key", keys)
-            )
-            self._wrote("messages", len(keys))
+    async def mark_messages_done(self, messages: Sequence[MessageRecord]) -> None:
+        """Mark these messages built, each only if its stored content is still the one built.
+
+        A `wait=false` store does not wait for a build of its session (service.py): a
+        message changed while the build ran stays pending, and the next build takes it.
+        """
+        if messages:
+            pairs = [sql_str(f"{m.key}\x1f{m.content_hash}") for m in messages]
+            where = f"concat(key, '\x1f', content_hash) IN ({', '.join(pairs)})"
+            await self._write("messages", Update({"state": "done"}, where, rows=len(messages)))
 
     async def pending_sessions(self) -> list[tuple[str, str]]:
         """(namespace, session) pairs whose raw log holds messages not yet built into memories."""
@@ -419,8 +437,8 @@ class Repository:
             where += f" AND namespace = {sql_str(namespace)}"
         await self._write_memories(
             Change(updates={memory_id: dict(values)}),
-            lambda: self._tables["memories"].update(updates=values, where=where))
-        self._wrote("memories", 1)
+            lambda: self._tables["memories"].update(updates=values, where=where),
+            rows=1)
 
     async def forgettable_memories(
         self, namespace: str, *, untouched_since: datetime, max_importance: int
@@ -549,8 +567,7 @@ class Repository:
         # Neither column is one a search reads: cached namespaces stay as they are.
         await self._write_memories(Change(), lambda: (
             self._tables["memories"].merge_insert("id").when_matched_update_all()
-            .execute(pa.Table.from_pylist(rows, schema=partial))))
-        self._wrote("memories", len(rows))
+            .execute(pa.Table.from_pylist(rows, schema=partial))), rows=len(rows))
         return len(rows)
 
     async def has_vector_index(self) -> bool:
@@ -724,8 +741,7 @@ class Repository:
         change = Change(ids=frozenset(r["id"] for r in rows)) if searched else Change()
         await self._write_memories(change, lambda: (
             self._tables["memories"].merge_insert("id").when_matched_update_all()
-            .execute(pa.Table.from_pylist(list(rows), schema=partial))))
-        self._wrote("memories", len(rows))
+            .execute(pa.Table.from_pylist(list(rows), schema=partial))), rows=len(rows))
         return len(rows)
 
     async def archive_memories(self, records: Sequence[ArchiveRecord]) -> None:

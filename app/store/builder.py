@@ -128,7 +128,7 @@ class MemoryBuilder:
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted)
             await self._repo.delete_events(outcome.deleted)
-        await self._repo.mark_messages_done([m.key for m in pending])
+        await self._repo.mark_messages_done(pending)
         outcome.messages_done = len(pending)
         await self._update_ledger(namespace, session_id, messages, by_id, now)
         log.info("session_built", namespace=namespace, session_id=session_id,

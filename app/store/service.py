@@ -135,47 +135,69 @@ class StoreService:
             )
         incoming = normalise(request.messages, max_chars=self._settings.max_message_chars)
         ns, sid = request.namespace, request.session_id
-        async with self._locks.hold(ns):
+        if not request.wait:
+            # The cheap acknowledgement: only the raw-log lock, never behind a build.
+            result, _ = await self._write_raw_log(request, incoming)
+            if result.job_id is not None:
+                self.enqueue(ns, sid)
+        else:
+            async with self._locks.hold(ns):
+                result, has_pending = await self._write_raw_log(request, incoming)
+                if result.status == StoreStatus.stored:
+                    outcome = await self._build(ns, sid)
+                    result.memories_created = outcome.created
+                    result.memories_updated = outcome.updated
+                elif result.status == StoreStatus.unchanged and has_pending:
+                    # Sent before with wait=false (or cut off by a crash) and not built yet:
+                    # a waiting caller gets its memories built now.
+                    await self._build(ns, sid)
+        log.info("store", namespace=ns, session_id=sid, status=result.status, new=result.new,
+                 updated=result.updated, skipped=result.skipped)
+        return result
+
+    async def _write_raw_log(self, request: StoreRequest, incoming: Sequence[Incoming]
+                             ) -> tuple[StoreResult, bool]:
+        """Count new, changed and unchanged messages against the stored ones and write the
+        new and changed ones as pending (with a queued job for `wait=false`).
+
+        The acknowledgement point: after this the messages survive any crash. The raw-log
+        lock makes the read and the write one step, so two stores of a session (also in two
+        processes) never count the same message twice. Returns the result and whether the
+        session holds messages not yet built.
+        """
+        ns, sid = request.namespace, request.session_id
+        async with self._locks.hold_log(ns):
             stored = {m.msg_id: m for m in await self._repo.session_messages(ns, sid)}
+            has_pending = any(m.state == "pending" for m in stored.values())
             result = StoreResult(namespace=ns, session_id=sid, status=StoreStatus.stored,
                                  total=len(incoming), new=0, updated=0, skipped=0)
             if stored and not request.incremental:
                 result.status = StoreStatus.skipped
                 result.skipped = len(incoming)
-                return result
+                return result, has_pending
             records = self._raw_log_rows(request, incoming, stored)
             result.new = sum(1 for r in records if r.msg_id not in stored)
             result.updated = len(records) - result.new
             result.skipped = len(incoming) - len(records)
             if not records:
                 result.status = StoreStatus.unchanged
-                if request.wait and any(m.state == "pending" for m in stored.values()):
-                    # Sent before with wait=false (or cut off by a crash) and not built yet:
-                    # a waiting caller gets its memories built now.
-                    await self._build(ns, sid)
-                return result
-            job = None
-            if not request.wait:
-                now = datetime.now(UTC)
-                job = JobRecord(id=f"job_{uuid.uuid4().hex}", namespace=ns, session_id=sid,
-                                created_at=now, updated_at=now)
-                for record in records:
-                    record.job_id = job.id
-            # The acknowledgement point: after this write the messages survive any crash.
-            await self._repo.upsert_messages(records)
-            if job is not None:
-                result.status = StoreStatus.queued
-                result.job_id = job.id
-                await self._repo.upsert_job(self._job_with_result(job, result))
-            else:
-                outcome = await self._build(ns, sid)
-                result.memories_created = outcome.created
-                result.memories_updated = outcome.updated
-        if job is not None:
-            self.enqueue(ns, sid)
-        log.info("store", namespace=ns, session_id=sid, status=result.status, new=result.new,
-                 updated=result.updated, skipped=result.skipped)
-        return result
+                return result, has_pending
+            if request.wait:
+                await self._repo.upsert_messages(records)
+                return result, True
+            now = datetime.now(UTC)
+            job = JobRecord(id=f"job_{uuid.uuid4().hex}", namespace=ns, session_id=sid,
+                            created_at=now, updated_at=now)
+            for record in records:
+                record.job_id = job.id
+            result.status = StoreStatus.queued
+            result.job_id = job.id
+            # Two tables, two commits at once (each shared with other clients' writes).
+            # Either alone after a crash is harmless: pending messages are built at start-up,
+            # a queued job without them is finished by that build.
+            await asyncio.gather(self._repo.upsert_messages(records),
+                                 self._repo.upsert_job(self._job_with_result(job, result)))
+            return result, True
 
     def _raw_log_rows(
         self, request: StoreRequest, incoming: Sequence[Incoming], stored: dict[str, MessageRecord]
@@ -226,6 +248,10 @@ class StoreService:
         return job
 
     # --- background builds (wait=false and recovery) -------------------------------------
+
+    @property
+    def queued_sessions(self) -> int:
+        return len(self._queued)
 
     def enqueue(self, namespace: str, session_id: str) -> None:
         key = (namespace, session_id)

@@ -1,0 +1,318 @@
+"""Many users at once (issue 14): one real `engram serve` process, one run.
+
+1. Idle recall: 2 clients recall in two namespaces (seeded first) -> p50 / p99.
+2. Ingest: `--tenants` tenants each store `--sessions` sessions x `--messages` messages
+   concurrently (one call per session, alternately `wait=true` and `wait=false`), while the
+   same 2 clients keep recalling in two of the namespaces being written. Errors (any status
+   but 200/202), recall p50 / p99 during the ingest against idle, and every message stored
+   once (read back from the LanceDB files below the API, all built).
+3. Server RSS (VmRSS / VmHWM) after the ingest, and the server's own `engram_memory_held`
+   gauges from /metrics.
+4. Small appends into an existing session: 2 messages with `wait=true` (p50) and the
+   `wait=false` acknowledgement (p50), one client.
+5. LoCoMo-style import, one client, one `wait=true` store call per session (`--locomo`, a
+   LoCoMo JSON file read at run time; input data only): turns/s; then, with the server
+   stopped, the bare model's throughput on the same memory texts (this process loads it).
+
+Usage (from the repository root):
+
+    PYTHONPATH=. .venv/bin/python bench/load.py --locomo ../shared/data/locomo-dev.json
+    PYTHONPATH=. .venv/bin/python bench/load.py --tenants 4 --sessions 3   # quick
+
+Prints a table and writes JSON to bench/results/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import lancedb
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from bench.store_throughput import encode_seconds, git_commit, percentile  # noqa: E402
+from tests.procs import ServerProcess, chat_messages  # noqa: E402
+
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+Json = dict[str, Any]
+
+_QUERIES = ("Where is the meeting with Alice?", "我的预算是多少？", "What do I prefer to drink?",
+            "下周二要做什么？", "When does my flight leave?", "谁会参加装修的讨论？",
+            "What happened with the Rust rewrite?", "What am I allergic to?")
+
+
+def http(base_url: str) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64,
+                          keepalive_expiry=2.0)
+    return httpx.AsyncClient(base_url=base_url, timeout=300, limits=limits)
+
+
+async def store(client: httpx.AsyncClient, namespace: str, session_id: str,
+                messages: list[Json], *, wait: bool) -> httpx.Response:
+    return await client.post("/v1/store", json={
+        "namespace": namespace, "session_id": session_id, "messages": messages, "wait": wait})
+
+
+async def recall_loop(client: httpx.AsyncClient, namespace: str, rng: random.Random,
+                      *, count: int | None, until: asyncio.Event | None) -> tuple[list[float],
+                                                                                   list[str]]:
+    """Recall one query after another; latencies (s) and errors."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    while (count is None or len(latencies) < count) and not (until and until.is_set()):
+        started = time.perf_counter()
+        response = await client.post("/v1/recall", json={
+            "namespace": namespace, "query": rng.choice(_QUERIES), "top_k": 5})
+        latencies.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            errors.append(f"recall {response.status_code}: {response.text[:200]}")
+    return latencies, errors
+
+
+async def jobs_done(client: httpx.AsyncClient, job_ids: list[str]) -> None:
+    waiting = list(job_ids)
+    while waiting:
+        still = []
+        for start in range(0, len(waiting), 32):
+            part = waiting[start: start + 32]
+            responses = await asyncio.gather(*(client.get(f"/v1/jobs/{j}") for j in part))
+            still += [j for j, r in zip(part, responses, strict=True)
+                      if r.status_code != 200 or r.json()["state"] != "done"]
+        waiting = still
+        if waiting:
+            await asyncio.sleep(0.5)
+
+
+def stats(latencies: list[float]) -> Json:
+    ms = [1000 * x for x in latencies]
+    return {"n": len(ms), "p50_ms": round(percentile(ms, 0.5), 1),
+            "p99_ms": round(percentile(ms, 0.99), 1)} if ms else {"n": 0}
+
+
+def stored_once(data_dir: Path, sent: dict[tuple[str, str], set[str]]) -> Json:
+    """Compare the raw log in the LanceDB files with what was sent."""
+    table = lancedb.connect(str(data_dir / "lancedb")).open_table("messages")
+    rows = (table.search().select(["namespace", "session_id", "msg_id", "state"])
+            .limit(None).to_arrow().to_pylist())
+    seen = Counter((r["namespace"], r["session_id"], r["msg_id"]) for r in rows)
+    expected = {(ns, sid, m) for (ns, sid), ids in sent.items() for m in ids}
+    return {
+        "messages_sent": len(expected),
+        "rows_for_sent": sum(n for k, n in seen.items() if k in expected),
+        "duplicates": sum(n - 1 for n in seen.values() if n > 1),
+        "missing": len(expected - set(seen)),
+        "pending": sum(1 for r in rows if r["state"] != "done"),
+    }
+
+
+def memory_gauges(text: str) -> Json:
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("engram_memory_held{"):
+            name = line.split('what="', 1)[1].split('"', 1)[0]
+            found[name] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def locomo_sessions(path: Path, limit: int | None) -> list[tuple[str, str, list[Json]]]:
+    from bench.locomo import load
+
+    return [(s.namespace, sid, msgs) for s in load(path, limit=limit)
+            for sid, msgs in s.sessions]
+
+
+async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
+    result: Json = {"commit": git_commit(), "args": vars(args)}
+    rng = random.Random(args.seed)
+    sent: dict[tuple[str, str], set[str]] = {}
+    async with http(server.base_url) as client:
+        recall_namespaces = ["tenant-0", "tenant-1"]
+        for namespace in recall_namespaces:  # something to recall before the ingest
+            for s in range(2):
+                msgs = chat_messages(rng, args.messages, id_prefix=f"seed{s}-")
+                response = await store(client, namespace, f"seed-{s}", msgs, wait=True)
+                response.raise_for_status()
+                sent[(namespace, f"seed-{s}")] = {m["msg_id"] for m in msgs}
+
+        # 1. idle recall
+        idle = await asyncio.gather(*(
+            recall_loop(client, ns, random.Random(i), count=args.idle_recalls, until=None)
+            for i, ns in enumerate(recall_namespaces)))
+        idle_latencies = [x for lat, _ in idle for x in lat]
+        result["recall_idle"] = stats(idle_latencies)
+        progress(result)
+
+        # 2. ingest with recalls running
+        errors: list[str] = [e for _, errs in idle for e in errs]
+        job_ids: list[str] = []
+        statuses: Counter[int] = Counter()
+
+        async def tenant(index: int) -> None:
+            trng = random.Random(1000 + index)
+            namespace = f"tenant-{index}"
+            for s in range(args.sessions):
+                msgs = chat_messages(trng, args.messages, id_prefix=f"t{index}s{s}-")
+                sent[(namespace, f"s{s}")] = {m["msg_id"] for m in msgs}
+                response = await store(client, namespace, f"s{s}", msgs,
+                                       wait=(s + index) % 2 == 0)
+                statuses[response.status_code] += 1
+                if response.status_code not in (200, 202):
+                    errors.append(f"store {response.status_code}: {response.text[:200]}")
+                elif response.json().get("job_id"):
+                    job_ids.append(response.json()["job_id"])
+
+        ingest_done = asyncio.Event()
+        began = time.perf_counter()
+        recalls = [asyncio.create_task(recall_loop(client, ns, random.Random(10 + i),
+                                                   count=None, until=ingest_done))
+                   for i, ns in enumerate(recall_namespaces)]
+        await asyncio.gather(*(tenant(i) for i in range(args.tenants)))
+        acknowledged = time.perf_counter() - began
+        await jobs_done(client, job_ids)
+        built = time.perf_counter() - began
+        ingest_done.set()
+        during = await asyncio.gather(*recalls)
+        errors += [e for _, errs in during for e in errs]
+        busy = stats([x for lat, _ in during for x in lat])
+        messages = args.tenants * args.sessions * args.messages
+        result["ingest"] = {
+            "messages": messages, "store_calls": args.tenants * args.sessions,
+            "statuses": dict(statuses), "errors": len(errors), "error_samples": errors[:5],
+            "acknowledged_seconds": round(acknowledged, 1), "built_seconds": round(built, 1),
+            "messages_per_second": round(messages / built, 1),
+        }
+        result["recall_during_ingest"] = busy
+        if result["recall_idle"].get("p99_ms"):
+            result["recall_p99_ratio"] = round(busy["p99_ms"] / result["recall_idle"]["p99_ms"],
+                                               2)
+        result["stored_once"] = stored_once(server.data_dir, sent)
+        progress(result)
+
+        # 3. memory after the ingest
+        result["rss_after_ingest_kib"] = server.memory_kib()
+        metrics = await client.get("/metrics")
+        result["memory_held"] = memory_gauges(metrics.text)
+
+        # 4. small appends
+        appends: dict[str, list[float]] = {"wait": [], "ack": []}
+        for mode in ("wait", "ack"):
+            arng = random.Random(7 if mode == "wait" else 8)
+            for i in range(args.appends):
+                msgs = chat_messages(arng, 2, id_prefix=f"{mode}{i}-")
+                started = time.perf_counter()
+                response = await store(client, "tenant-2", f"append-{mode}", msgs,
+                                       wait=mode == "wait")
+                appends[mode].append(time.perf_counter() - started)
+                response.raise_for_status()
+                if response.json().get("job_id"):
+                    job_ids.append(response.json()["job_id"])
+            await jobs_done(client, job_ids)
+        result["append_2_wait_true"] = stats(appends["wait"])
+        result["append_2_wait_false_ack"] = stats(appends["ack"])
+        progress(result)
+
+        # 5. LoCoMo-style import
+        if args.locomo:
+            sessions = locomo_sessions(Path(args.locomo), args.locomo_conversations)
+            turns = sum(len(m) for _, _, m in sessions)
+            began = time.perf_counter()
+            for namespace, session_id, msgs in sessions:
+                response = await store(client, f"locomo-{namespace}", session_id, msgs,
+                                       wait=True)
+                response.raise_for_status()
+            seconds = time.perf_counter() - began
+            texts: dict[str, list[str]] = {}
+            for namespace, session_id, _ in sessions:
+                page = (await client.get("/v1/memories", params={
+                    "namespace": f"locomo-{namespace}", "session_id": session_id,
+                    "limit": 500})).json()
+                texts[f"{namespace}/{session_id}"] = [m["text"] for m in page["items"]]
+            result["locomo"] = {"sessions": len(sessions), "turns": turns,
+                                "chunks": sum(len(t) for t in texts.values()),
+                                "seconds": round(seconds, 1),
+                                "turns_per_second": round(turns / seconds, 1)}
+            result["_locomo_texts"] = texts
+            result["rss_after_locomo_kib"] = server.memory_kib()
+    return result
+
+
+def progress(result: Json) -> None:
+    """Print what is measured so far (a long run on a busy machine shows it as it goes)."""
+    print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")},
+                     default=str), flush=True)
+
+
+def report(result: Json) -> str:
+    ingest, once = result["ingest"], result["stored_once"]
+    lines = [
+        f"commit {result['commit']}",
+        f"ingest: {ingest['store_calls']} store calls, {ingest['messages']} messages, "
+        f"statuses {ingest['statuses']}, errors {ingest['errors']}; acknowledged in "
+        f"{ingest['acknowledged_seconds']} s, built in {ingest['built_seconds']} s "
+        f"({ingest['messages_per_second']} messages/s)",
+        f"stored once: {once}",
+        f"recall idle: {result['recall_idle']}; during ingest: "
+        f"{result['recall_during_ingest']}; p99 ratio {result.get('recall_p99_ratio')}",
+        f"RSS after ingest: {result['rss_after_ingest_kib']} KiB",
+        f"memory held: {result['memory_held']}",
+        f"2-message append wait=true: {result['append_2_wait_true']}",
+        f"2-message append wait=false ack: {result['append_2_wait_false_ack']}",
+    ]
+    if "locomo" in result:
+        lines.append(f"LoCoMo import: {result['locomo']}")
+        lines.append(f"RSS after LoCoMo: {result['rss_after_locomo_kib']} KiB")
+    if "raw_encode" in result:
+        lines.append(f"raw model on the same chunk texts: {result['raw_encode']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tenants", type=int, default=16)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--messages", type=int, default=20)
+    parser.add_argument("--idle-recalls", type=int, default=40, help="per recall client")
+    parser.add_argument("--appends", type=int, default=40, help="per mode")
+    parser.add_argument("--locomo", default="", help="LoCoMo JSON (input data only)")
+    parser.add_argument("--locomo-conversations", type=int, default=None,
+                        help="only the first N conversations (default all)")
+    parser.add_argument("--seed", type=int, default=14)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="engram-load-") as tmp:
+        server = ServerProcess(Path(tmp) / "data", name="load-server",
+                               env={"ENGRAM_COMPRESSION_ENABLED": "false"})
+        server.start(wait=False)
+        try:
+            server.wait_ready(timeout=900)  # the shared machine can be very busy
+            result = asyncio.run(run(args, server))
+        finally:
+            server.stop()
+        texts = result.pop("_locomo_texts", None)
+        if texts:
+            timings = encode_seconds(texts, threads=1, batch_size=32, per_session=False)
+            turns = result["locomo"]["turns"]
+            result["raw_encode"] = {
+                "seconds": round(timings["one_call"], 2),
+                "turns_per_second_equivalent": round(turns / timings["one_call"], 1),
+                "store_to_raw_ratio": round(timings["one_call"] / result["locomo"]["seconds"],
+                                            3)}
+    print(report(result))
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    out = RESULTS_DIR / f"load-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps(result, indent=2, default=str))
+    print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()
