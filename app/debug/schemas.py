@@ -23,7 +23,7 @@ class DumpRequest(BaseModel):
 
     namespace: Namespace
     compress_level: CompressLevel = Field(
-        default=CompressLevel.both, strict=True,
+        default=CompressLevel.both,
         description="0: original texts only; 1: compressed forms only; 2: both.")
     state: Literal["active", "compressed", "forgotten", "any"] = "any"
     session_id: SessionId | None = None
