@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -114,17 +114,25 @@ class TransferService:
                 written then; the message names the line).
             PayloadTooLarge: a message is longer than `max_message_chars`.
         """
-        # Parsing and checking a large file is CPU work: off the event loop.
-        plan = await asyncio.to_thread(_ImportPlan.read, body, namespace,
-                                       max_message_chars=self._settings.max_message_chars)
-        memories = plan.memories
-        stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
-                 or plan.header.embedding_model != self._pool.name]
-        if stale:
-            vectors = await self._pool.embed_many([m.text for m in stale])
-            for memory, vector in zip(stale, vectors, strict=True):
-                memory.vector, memory.embedding_model = vector.tolist(), self._pool.name
         async with self._locks.hold(namespace):
+            # Ids are derived against the target's own chunks (under its lock, so no build
+            # slips in between): a chunk it already holds keeps its id, a new one takes a
+            # free one.
+            existing = {(m.session_id, tuple(m.msg_ids), m.part): m.id
+                        for m in await self._repo.namespace_memories(namespace,
+                                                                     with_vector=False)
+                        if not m.summary_of}
+            # Parsing and checking a large file is CPU work: off the event loop.
+            plan = await asyncio.to_thread(
+                _ImportPlan.read, body, namespace, existing=existing,
+                max_message_chars=self._settings.max_message_chars)
+            memories = plan.memories
+            stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
+                     or plan.header.embedding_model != self._pool.name]
+            if stale:
+                vectors = await self._pool.embed_many([m.text for m in stale])
+                for memory, vector in zip(stale, vectors, strict=True):
+                    memory.vector, memory.embedding_model = vector.tolist(), self._pool.name
             await self._repo.upsert_messages(plan.messages)
             await self._repo.upsert_memories(memories)
             await self._repo.append_events(plan.events)
@@ -162,7 +170,9 @@ class _ImportPlan:
     archive: list[ArchiveRecord]
 
     @classmethod
-    def read(cls, body: bytes, target: str, *, max_message_chars: int) -> _ImportPlan:
+    def read(cls, body: bytes, target: str, *,
+             existing: Mapping[tuple[str, tuple[str, ...], int], str],
+             max_message_chars: int) -> _ImportPlan:
         header, records = _parse(body)
         by_kind: dict[str, list[tuple[int, Any]]] = {kind: [] for kind in _RECORD_TYPES}
         for number, kind, record in records:
@@ -183,7 +193,7 @@ class _ImportPlan:
                 received_at=m.received_at, source=m.source, branch=m.branch, tags=m.tags,
                 state=m.state)
 
-        ids = _derive_memory_ids(by_kind["memory"], target)
+        ids = _derive_memory_ids(by_kind["memory"], target, existing)
         memories = [_memory_record(m, target, ids) for _, m in by_kind["memory"]]
         kinds = {m.id: bool(m.summary_of) for _, m in by_kind["memory"]}
 
@@ -279,20 +289,43 @@ def _json(line: str) -> Any:
 # --- ids derived again in the target namespace -------------------------------------------
 
 
-def _derive_memory_ids(memories: list[tuple[int, ImportedMemory]], target: str
+def _derive_memory_ids(memories: list[tuple[int, ImportedMemory]], target: str,
+                       existing: Mapping[tuple[str, tuple[str, ...], int], str]
                        ) -> dict[str, str]:
     """File id → id in `target`: chunks as the builder derives them, summaries as
-    compression does (from the namespace and the ids of the memories they cover)."""
+    compression does (from the namespace and the ids of the memories they cover).
+
+    A chunk the target already holds (same session, messages and part: importing a
+    namespace's export into itself) keeps the target's id, whatever the file says. Any other
+    chunk takes the builder's id for its session, first message and part, or its next free
+    candidate when that one is taken: by another chunk of the file (a rebuilt memory keeps
+    its id when its first message is deleted, so two chunks may start at one message), or by
+    a different chunk of the target, which an import never overwrites (that could leave the
+    target's messages in no memory).
+    """
     ids: dict[str, str] = {}
     lines: dict[str, int] = {}
     for number, m in memories:
         if m.id in lines:
             raise _invalid(number, f"memory {m.id!r} appears twice")
         lines[m.id] = number
-        if not m.summary_of:
-            if not m.start_msg:
-                raise _invalid(number, "memory data.start_msg: a chunk needs its first message")
-            ids[m.id] = memory_id(target, m.session_id, m.start_msg, m.part)
+    assigned: set[str] = set()
+    held_ids = set(existing.values())
+    for number, m in memories:
+        if m.summary_of:
+            continue
+        if not m.start_msg:
+            raise _invalid(number, "memory data.start_msg: a chunk needs its first message")
+        held = existing.get((m.session_id, tuple(m.msg_ids), m.part))
+        if held is not None and held not in assigned:
+            new_id = held
+        else:
+            attempt = 0
+            while (new_id := memory_id(target, m.session_id, m.start_msg, m.part,
+                                       attempt=attempt)) in assigned or new_id in held_ids:
+                attempt += 1
+        assigned.add(new_id)
+        ids[m.id] = new_id
     for number, m in memories:
         if m.summary_of:
             for source in m.summary_of:

@@ -27,16 +27,7 @@ from app.classify.smalltalk import is_small_talk
 from tests.procs import ServerProcess, chat_messages
 from tests.store.test_processes import client_for, storage_rows
 
-pytestmark = [
-    pytest.mark.slow,
-    # Seen on this branch (ops), whose builder is main's: a message delete racing appends
-    # rebuilds a chunk under its neighbour's id, LanceDB refuses the write ("Ambiguous merge
-    # inserts are prohibited ... id = mem_..."), the DELETE answers 500 and the session's
-    # next wait=false build fails (issue 13, item 3: app/store/builder.py, owned by the
-    # `rebuild` change). Not strict: it passes once that change is in.
-    pytest.mark.xfail(strict=False, reason="issue 13 item 3: rebuilt chunk ids collide "
-                      "(Ambiguous merge inserts) when deletes race appends"),
-]
+pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 NAMESPACE = "race"
