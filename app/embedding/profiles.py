@@ -70,7 +70,7 @@ MINILM = ModelProfile(
 
 E5 = ModelProfile(
     name=E5_NAME, cosine_floor=0.78, cosine_ceiling=0.93, min_score=0.35,
-    keyword_weight=0.5, keyword_weight_zh=0.5, related_cosine=0.88,
+    keyword_weight=0.5, keyword_weight_zh=0.5, related_cosine=0.84,
 )
 
 GENERIC = replace(MINILM, name="generic")
