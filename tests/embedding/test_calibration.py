@@ -1,4 +1,4 @@
-"""The default model's calibration (app/embedding/profiles.py), through POST /v1/recall.
+"""multilingual-e5-small's calibration (app/embedding/profiles.py), through POST /v1/recall.
 
 The sentences here were written for the purpose, Chinese, English and mixed; none comes from
 evaluation data. e5's cosines sit in a narrow band (unrelated about 0.75-0.86, a Chinese
@@ -41,7 +41,12 @@ CROSS_LINGUAL = [("what is the name of my cat", "小白"), ("what is my favourit
                  ("我在学钢琴吗", "piano"), ("我妹妹住在柏林吗", "Berlin")]
 
 
-async def test_abstention_and_cross_lingual_ranking(client: Any) -> None:
+async def test_abstention_and_cross_lingual_ranking(open_client: Any, e5: Any) -> None:
+    async with open_client(with_model=e5, embedding_model=E5_NAME) as client:
+        await _abstention_and_cross_lingual_ranking(client)
+
+
+async def _abstention_and_cross_lingual_ranking(client: Any) -> None:
     # One store for every question (each store call is a real build).
     await store_notes(client, NOTES)
     for question in UNANSWERED:  # nothing returned, nothing counted as a hit
@@ -62,12 +67,13 @@ async def test_abstention_and_cross_lingual_ranking(client: Any) -> None:
 class TestProfiles:
     def test_the_thresholds_default_to_the_configured_models_profile(self, tmp_path: Any
                                                                      ) -> None:
-        e5 = make_settings(tmp_path)
-        minilm = make_settings(tmp_path, embedding_model=MINILM_NAME)
+        e5 = make_settings(tmp_path, embedding_model=E5_NAME)
+        minilm = make_settings(tmp_path)
         for setting, field in PROFILE_SETTINGS.items():
             assert getattr(e5, setting) == getattr(profiles.E5, field)
             assert getattr(minilm, setting) == getattr(profiles.MINILM, field)
         assert e5.model_profile.name == E5_NAME
+        assert minilm.model_profile.name == MINILM_NAME
 
     def test_a_setting_overrides_the_profile_and_an_unknown_model_takes_a_profile(
             self, tmp_path: Any) -> None:

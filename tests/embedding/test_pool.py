@@ -88,9 +88,9 @@ async def test_a_query_issued_behind_a_large_store_finishes_before_the_store(
         await pool.close()
 
 
-async def test_questions_and_stored_texts_are_encoded_differently(model: Any) -> None:
+async def test_questions_and_stored_texts_are_encoded_differently(e5: Any) -> None:
     # e5 reads a question with its "query: " prefix and a memory with "passage: ".
-    pool = EmbeddingPool(model, name="test", batch_size=8, batch_wait_ms=2)
+    pool = EmbeddingPool(e5, name="test", batch_size=8, batch_wait_ms=2)
     try:
         text = "我最喜欢吃火锅"
         as_query = await pool.embed_query(text)
@@ -103,11 +103,11 @@ async def test_questions_and_stored_texts_are_encoded_differently(model: Any) ->
         await pool.close()
 
 
-def test_tokens_are_counted_without_the_prefix_and_chinese_is_known(model: Any) -> None:
-    assert model.count_tokens("") == 0
-    assert model.count_tokens("hello world") == 2
-    assert 0 < model.count_tokens("年度读书分享会的报名时间") < 12
-    assert model.unknown_share("年度读书分享会的报名时间") == 0.0
+def test_tokens_are_counted_without_the_prefix_and_chinese_is_known(e5: Any) -> None:
+    assert e5.count_tokens("") == 0
+    assert e5.count_tokens("hello world") == 2
+    assert 0 < e5.count_tokens("年度读书分享会的报名时间") < 12
+    assert e5.unknown_share("年度读书分享会的报名时间") == 0.0
 
 
 def test_minilm_reads_chinese_as_unknown(minilm: Any) -> None:
