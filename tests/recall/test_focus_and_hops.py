@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.embedding.names import MINILM_NAME
 from tests.helpers import store
 from tests.recall.test_recall_api import recall
 from tests.recall.test_recall_api import store_notes as one_memory_each  # msg_ids n0, n1, …
@@ -232,30 +233,31 @@ class TestReturnedLines:
 
 class TestUnreadableQuery:
     async def test_the_ranking_trusts_the_cosine_as_far_as_the_model_reads_the_query(
-            self, client: Any) -> None:
-        """The bundled English model reads most Chinese characters as [UNK]: a Chinese
+            self, open_client: Any, minilm: Any) -> None:
+        """MiniLM (stores built before e5) reads most Chinese characters as [UNK]: a Chinese
         query is ranked mostly by its keywords; an English one by the configured mix."""
-        notes = {"zh": ["下周二上午九点半去医院体检。",
-                        "今天心情不太好，工作上遇到了很多麻烦事，不知道怎么跟领导沟通，"
-                        "晚上回家也没什么胃口，只想早点睡觉。"],
-                 "en": ["My checkup at the hospital is next Tuesday at half past nine.",
-                        "Rough day at work, lots of trouble and no idea how to talk to my "
-                        "manager about it."]}
-        for namespace, texts in notes.items():
-            await one_memory_each(client, texts, namespace=namespace, prefix="n")
-        zh = await recall(client, "我的体检安排是哪天", namespace="zh", min_score=0)
-        en = await recall(client, "When is my checkup?", namespace="en", min_score=0)
-        assert zh["memories"][0]["msg_ids"] == ["n0"], zh["memories"]
-        assert en["memories"][0]["msg_ids"] == ["n0"], en["memories"]
-        for memory in zh["memories"] + en["memories"]:
-            parts = memory["explain"]
-            assert memory["score"] == pytest.approx(
-                parts["ranking"] * parts["decay"] * parts["boost"], abs=1e-3)
-        for memory in en["memories"]:
-            assert memory["explain"]["ranking"] == pytest.approx(
-                memory["explain"]["relevance"], abs=1e-4)
-        chit_chat = zh["memories"][-1]["explain"]
-        assert chit_chat["ranking"] < chit_chat["relevance"], zh["memories"]
+        async with open_client(with_model=minilm, embedding_model=MINILM_NAME) as client:
+            notes = {"zh": ["下周二上午九点半去医院体检。",
+                            "今天心情不太好，工作上遇到了很多麻烦事，不知道怎么跟领导沟通，"
+                            "晚上回家也没什么胃口，只想早点睡觉。"],
+                     "en": ["My checkup at the hospital is next Tuesday at half past nine.",
+                            "Rough day at work, lots of trouble and no idea how to talk to my "
+                            "manager about it."]}
+            for namespace, texts in notes.items():
+                await one_memory_each(client, texts, namespace=namespace, prefix="n")
+            zh = await recall(client, "我的体检安排是哪天", namespace="zh", min_score=0)
+            en = await recall(client, "When is my checkup?", namespace="en", min_score=0)
+            assert zh["memories"][0]["msg_ids"] == ["n0"], zh["memories"]
+            assert en["memories"][0]["msg_ids"] == ["n0"], en["memories"]
+            for memory in zh["memories"] + en["memories"]:
+                parts = memory["explain"]
+                assert memory["score"] == pytest.approx(
+                    parts["ranking"] * parts["decay"] * parts["boost"], abs=1e-3)
+            for memory in en["memories"]:
+                assert memory["explain"]["ranking"] == pytest.approx(
+                    memory["explain"]["relevance"], abs=1e-4)
+            chit_chat = zh["memories"][-1]["explain"]
+            assert chit_chat["ranking"] < chit_chat["relevance"], zh["memories"]
 
 
 class TestNamesOutsideTheDictionary:

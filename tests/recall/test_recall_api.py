@@ -125,12 +125,12 @@ class TestBudget:
             for query in ("what did we decide", "体检", "coffee and tea", "travel plans"):
                 body = await recall(client, query, max_tokens=max_tokens, top_k=100,
                                     min_score=0)
-                counted = [len(model.tokenizer.encode(m["text"], add_special_tokens=False))
+                counted = [model.count_tokens(m["text"])
                            for m in body["memories"]]
                 assert counted == [m["tokens"] for m in body["memories"]]
                 assert sum(counted) == body["tokens"] <= max_tokens
                 assert body["max_tokens"] == max_tokens
-                block = len(model.tokenizer.encode(body["block"], add_special_tokens=False))
+                block = model.count_tokens(body["block"])
                 assert block == body["block_tokens"]
             assert body["memories"], "a 20-token budget still fits the short notes"
 

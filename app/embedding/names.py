@@ -1,0 +1,15 @@
+"""Names of the bundled embedding models (`ENGRAM_EMBEDDING_MODEL`), free of heavy imports:
+the settings resolve a model's profile from its name before any model is loaded."""
+
+from __future__ import annotations
+
+E5_NAME = "multilingual-e5-small"
+MINILM_NAME = "all-MiniLM-L6-v2"
+# MiniLM stays the default until recall quality with e5 is measured on both role protocols
+# (issue 15): e5 is a setting, `ENGRAM_EMBEDDING_MODEL=multilingual-e5-small`.
+DEFAULT_MODEL = MINILM_NAME
+
+
+def canonical_name(name: str) -> str:
+    """The name a store records for the configured model (empty: the default)."""
+    return name or DEFAULT_MODEL

@@ -1,0 +1,91 @@
+"""multilingual-e5-small's calibration (app/embedding/profiles.py), through POST /v1/recall.
+
+The sentences here were written for the purpose, Chinese, English and mixed; none comes from
+evaluation data. e5's cosines sit in a narrow band (unrelated about 0.75-0.86, a Chinese
+question higher against any Chinese text than an English one against English text), so the
+thresholds that suit MiniLM (floor 0.05, ceiling 0.55) would pass everything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.config import PROFILE_SETTINGS
+from app.embedding import profiles
+from app.embedding.names import E5_NAME, MINILM_NAME
+from tests.conftest import make_settings
+from tests.recall.test_recall_api import recall, store_notes
+
+NOTES = [
+    "我最喜欢吃火锅，尤其是重庆的麻辣锅底。",
+    "My sister Anna lives in Berlin and works as a nurse.",
+    "我家的猫叫小白，今年三岁了，特别怕打雷。",
+    "The dentist appointment moved to Thursday at 9am.",
+    "我在一家银行做柜员，每天九点上班。",
+    "I started learning the piano last spring, mostly jazz standards.",
+    "周末我们去爬了香山，看到了很多红叶。",
+    "We picked LanceDB as the vector store for the memory service.",
+    "下周二上午我要去医院做体检，前一天晚上不能吃东西。",
+    "Our team standup is every Monday at 10, 周一上午十点开站会。",
+]
+
+
+UNANSWERED = ["我的护照什么时候过期", "when does my passport expire", "我的血型是什么",
+              "what's my blood type", "明天天气怎么样"]
+ANSWERED = [("体检前要注意什么", "体检"), ("which database did we pick", "LanceDB"),
+            ("when is the standup", "standup"), ("Anna 是做什么工作的", "nurse"),
+            ("我姐姐 Anna 住在哪个城市", "Berlin")]
+CROSS_LINGUAL = [("what is the name of my cat", "小白"), ("what is my favourite food", "火锅"),
+                 ("我在学钢琴吗", "piano"), ("我妹妹住在柏林吗", "Berlin")]
+
+
+async def test_abstention_and_cross_lingual_ranking(open_client: Any, e5: Any) -> None:
+    async with open_client(with_model=e5, embedding_model=E5_NAME) as client:
+        await _abstention_and_cross_lingual_ranking(client)
+
+
+async def _abstention_and_cross_lingual_ranking(client: Any) -> None:
+    # One store for every question (each store call is a real build).
+    await store_notes(client, NOTES)
+    for question in UNANSWERED:  # nothing returned, nothing counted as a hit
+        body = await recall(client, question)
+        assert body["count"] == 0, (question, [m["text"] for m in body["memories"]])
+        assert body["block"] == ""
+    state = client.app.state.engram  # type: ignore[attr-defined]
+    await state.hits.flush()
+    assert all(m.hit_count == 0 for m in await state.repo.all_memories())
+    for question, expected in ANSWERED:  # a stored answer passes the threshold
+        body = await recall(client, question)
+        assert body["count"] >= 1 and expected in body["memories"][0]["text"], question
+    for question, expected in CROSS_LINGUAL:  # a question in one language, a memory in the other
+        body = await recall(client, question, min_score=0)
+        assert expected in body["memories"][0]["text"], question
+
+
+class TestProfiles:
+    def test_the_thresholds_default_to_the_configured_models_profile(self, tmp_path: Any
+                                                                     ) -> None:
+        e5 = make_settings(tmp_path, embedding_model=E5_NAME)
+        minilm = make_settings(tmp_path)
+        for setting, field in PROFILE_SETTINGS.items():
+            assert getattr(e5, setting) == getattr(profiles.E5, field)
+            assert getattr(minilm, setting) == getattr(profiles.MINILM, field)
+        assert e5.model_profile.name == E5_NAME
+        assert minilm.model_profile.name == MINILM_NAME
+
+    def test_a_setting_overrides_the_profile_and_an_unknown_model_takes_a_profile(
+            self, tmp_path: Any) -> None:
+        assert make_settings(tmp_path, recall_min_score=0.5).recall_min_score == 0.5
+        local = make_settings(tmp_path, embedding_model="/models/my-model",
+                              embedding_profile={"cosine_floor": 0.2, "cosine_ceiling": 0.7})
+        assert (local.recall_cosine_floor, local.recall_cosine_ceiling) == (0.2, 0.7)
+        assert local.model_profile.name == "/models/my-model"
+
+    def test_a_bad_profile_is_refused_with_its_name(self, tmp_path: Any) -> None:
+        with pytest.raises(ValueError, match="unknown field"):
+            make_settings(tmp_path, embedding_profile={"cosine_flor": 0.2})
+        with pytest.raises(ValueError, match="FLOOR must be below"):
+            make_settings(tmp_path, embedding_profile={"cosine_floor": 0.9,
+                                                       "cosine_ceiling": 0.8})
