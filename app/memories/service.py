@@ -62,7 +62,7 @@ class MemoryService:
     async def delete(self, memory_id: str, principal: Principal) -> Deleted:
         memory = await self._memory(memory_id, principal)
         async with self._locks.hold(memory.namespace):
-            await self._repo.delete_memories([memory.id])
+            await self._repo.delete_memories([memory.id], namespace=memory.namespace)
             await self._repo.delete_events([memory.id])
         return Deleted(memories_deleted=1)
 

@@ -455,11 +455,32 @@ class Repository:
     async def count_memories(self, namespace: str) -> int:
         return int(await self._tables["memories"].count_rows(f"namespace = {sql_str(namespace)}"))
 
-    async def delete_memories(self, memory_ids: Sequence[str]) -> None:
+    async def delete_memories(self, memory_ids: Sequence[str], *,
+                              namespace: str | None = None) -> None:
+        """Delete memories and their archive rows; with `namespace`, also their links from
+        the namespace's summaries (`_unlink_from_summaries`)."""
         if memory_ids:
             await self._delete("memories", sql_in("id", memory_ids),
                                change=Change(deleted=frozenset(memory_ids)))
             await self.delete_archived(memory_ids)
+            if namespace is not None:
+                await self._unlink_from_summaries(namespace, memory_ids)
+
+    async def _unlink_from_summaries(self, namespace: str, deleted: Sequence[str]) -> None:
+        """No summary keeps a link to a deleted memory: the link is dropped, and a summary
+        that summarised deleted memories only is deleted too (it holds nothing but their
+        text). A dangling link made an export that import refuses."""
+        gone = set(deleted)
+        rows = (await self._tables["memories"].query()
+                .where(f"namespace = {sql_str(namespace)}")
+                .select(["id", "summary_of"]).to_arrow()).to_pylist()
+        changed = [{"id": r["id"], "summary_of": [s for s in r["summary_of"] if s not in gone]}
+                   for r in rows if r["summary_of"] and gone.intersection(r["summary_of"])]
+        emptied = [c["id"] for c in changed if not c["summary_of"]]
+        await self.set_memory_columns([c for c in changed if c["summary_of"]])
+        if emptied:
+            await self.delete_events(emptied)
+            await self.delete_memories(emptied)
 
     # --- recall: search, hits, vector index --------------------------------------------
 
@@ -627,6 +648,7 @@ class Repository:
         for table in ("memories", "messages", "jobs", "archive"):
             await self._delete(table, where, change=Change(namespaces=frozenset([namespace])))
         await self._delete("sessions", f"key = {sql_str(session_key(namespace, session_id))}")
+        await self._unlink_from_summaries(namespace, [m.id for m in memories])
 
     async def delete_namespace(self, namespace: str) -> None:
         where = f"namespace = {sql_str(namespace)}"

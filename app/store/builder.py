@@ -126,7 +126,7 @@ class MemoryBuilder:
         await self._repo.upsert_memories(records)
         await self._repo.append_events(events)
         if outcome.deleted:
-            await self._repo.delete_memories(outcome.deleted)
+            await self._repo.delete_memories(outcome.deleted, namespace=namespace)
             await self._repo.delete_events(outcome.deleted)
         await self._repo.mark_messages_done(pending)
         outcome.messages_done = len(pending)

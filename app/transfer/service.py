@@ -118,13 +118,13 @@ class TransferService:
             # Ids are derived against the target's own chunks (under its lock, so no build
             # slips in between): a chunk it already holds keeps its id, a new one takes a
             # free one.
+            held = await self._repo.namespace_memories(namespace, with_vector=False)
             existing = {(m.session_id, tuple(m.msg_ids), m.part): m.id
-                        for m in await self._repo.namespace_memories(namespace,
-                                                                     with_vector=False)
-                        if not m.summary_of}
+                        for m in held if not m.summary_of}
+            summaries = {tuple(sorted(m.summary_of)): m.id for m in held if m.summary_of}
             # Parsing and checking a large file is CPU work: off the event loop.
             plan = await asyncio.to_thread(
-                _ImportPlan.read, body, namespace, existing=existing,
+                _ImportPlan.read, body, namespace, existing=existing, summaries=summaries,
                 max_message_chars=self._settings.max_message_chars)
             memories = plan.memories
             stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
@@ -172,6 +172,7 @@ class _ImportPlan:
     @classmethod
     def read(cls, body: bytes, target: str, *,
              existing: Mapping[tuple[str, tuple[str, ...], int], str],
+             summaries: Mapping[tuple[str, ...], str],
              max_message_chars: int) -> _ImportPlan:
         header, records = _parse(body)
         by_kind: dict[str, list[tuple[int, Any]]] = {kind: [] for kind in _RECORD_TYPES}
@@ -193,7 +194,7 @@ class _ImportPlan:
                 received_at=m.received_at, source=m.source, branch=m.branch, tags=m.tags,
                 state=m.state)
 
-        ids = _derive_memory_ids(by_kind["memory"], target, existing)
+        ids = _derive_memory_ids(by_kind["memory"], target, existing, summaries)
         memories = [_memory_record(m, target, ids) for _, m in by_kind["memory"]]
         kinds = {m.id: bool(m.summary_of) for _, m in by_kind["memory"]}
 
@@ -290,8 +291,8 @@ def _json(line: str) -> Any:
 
 
 def _derive_memory_ids(memories: list[tuple[int, ImportedMemory]], target: str,
-                       existing: Mapping[tuple[str, tuple[str, ...], int], str]
-                       ) -> dict[str, str]:
+                       existing: Mapping[tuple[str, tuple[str, ...], int], str],
+                       summaries: Mapping[tuple[str, ...], str]) -> dict[str, str]:
     """File id → id in `target`: chunks as the builder derives them, summaries as
     compression does (from the namespace and the ids of the memories they cover).
 
@@ -301,7 +302,9 @@ def _derive_memory_ids(memories: list[tuple[int, ImportedMemory]], target: str,
     candidate when that one is taken: by another chunk of the file (a rebuilt memory keeps
     its id when its first message is deleted, so two chunks may start at one message), or by
     a different chunk of the target, which an import never overwrites (that could leave the
-    target's messages in no memory).
+    target's messages in no memory). A summary the target holds over the same chunks keeps
+    its id too (its sources may have shrunk since it was written, so the id derived from them
+    now would differ).
     """
     ids: dict[str, str] = {}
     lines: dict[str, int] = {}
@@ -332,7 +335,8 @@ def _derive_memory_ids(memories: list[tuple[int, ImportedMemory]], target: str,
                 if source not in ids:
                     raise _invalid(number, f"memory data.summary_of: {source!r} is not a "
                                    "chunk memory of the file")
-            ids[m.id] = summary_id(target, [ids[s] for s in m.summary_of])
+            sources = [ids[s] for s in m.summary_of]
+            ids[m.id] = summaries.get(tuple(sorted(sources))) or summary_id(target, sources)
     seen: dict[str, str] = {}
     for file_id, new_id in ids.items():
         if new_id in seen:
