@@ -1,4 +1,4 @@
-"""The MCP tools: remember, recall, context, forget, list and search memories.
+"""The MCP tools: remember, recall, context, forget, list_memories, search_memories.
 
 Each tool checks the caller's key exactly as the REST route does (`Principal`), builds the
 same request model the route validates (`StoreRequest`, `RecallRequest`, ...) and calls the
@@ -20,8 +20,15 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from app.auth import Principal
+from app.context.router import get_context_service
+from app.context.schemas import ContextRequest
 from app.errors import EngramError
-from app.mcp.schemas import MemoryBrief, MemoryListResult, RecallToolResult
+from app.mcp.schemas import (
+    ContextToolResult,
+    MemoryBrief,
+    MemoryListResult,
+    RecallToolResult,
+)
 from app.memories.schemas import MemoryState
 from app.recall.schemas import BlockLanguage, RecallRequest
 from app.state import AppState
@@ -45,6 +52,10 @@ NamespaceArg = Annotated[str, Field(
 SessionArg = Annotated[str, Field(pattern=ID_PATTERN, max_length=256)]
 LanguageArg = Annotated[BlockLanguage, Field(
     description="Language of the block's template: zh, en, or auto (follows the text).")]
+StateArg = Annotated[MemoryState, Field(description="active (default), compressed or "
+                                        "forgotten.")]
+LimitArg = Annotated[int, Field(ge=1, le=100)]
+OffsetArg = Annotated[int, Field(ge=0)]
 
 
 @contextmanager
@@ -107,6 +118,10 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
             description="Instead of messages: one fact or instruction to keep, in the "
             "user's words (\"I am allergic to peanuts\", \"我下周二去体检\").")] = None,
         tags: Annotated[list[str] | None, Field(max_length=32)] = None,
+        pinned: Annotated[bool, Field(description=(
+            "Pin what is stored: it is then part of every `context` and never forgotten. "
+            "Only for what the user wants you to always know (a standing instruction, an "
+            "allergy)."))] = False,
     ) -> StoreResult:
         """Store the current conversation, or a single note, in long-term memory.
 
@@ -121,7 +136,7 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
                 body = StoreRequest.model_validate({
                     "namespace": namespace, "session_id": session_id or note_session_id(note),
                     "messages": [{"role": "user", "content": note}], "source": "mcp",
-                    "tags": tags or []})
+                    "tags": tags or [], "pinned": pinned})
             else:
                 if session_id is None:
                     raise ToolError("invalid_request: session_id is required with messages: "
@@ -129,7 +144,7 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
                 body = StoreRequest.model_validate({
                     "namespace": namespace, "session_id": session_id, "source": "mcp",
                     "messages": [m.model_dump(exclude_none=True) for m in messages or []],
-                    "tags": tags or []})
+                    "tags": tags or [], "pinned": pinned})
             return await current.store.store(body)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -156,6 +171,31 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
                 "language": language, **({"max_tokens": max_tokens} if max_tokens else {})})
             return RecallToolResult.from_response(await current.recall.recall(body))
 
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def context(
+        ctx: Context,
+        namespace: NamespaceArg,
+        max_tokens: Annotated[int | None, Field(ge=1, le=32_000, description=(
+            "Token budget of the memories (default 1500)."))] = None,
+        language: LanguageArg = BlockLanguage.auto,
+        session_id: Annotated[SessionArg | None, Field(description=(
+            "The conversation whose gist comes last (default: the latest one)."))] = None,
+    ) -> ContextToolResult:
+        """What to know about the user at the start of a conversation, before any question:
+        pinned memories, durable facts (decisions, preferences, long-term facts), then the
+        gist of the latest conversation, within the token budget.
+
+        Put `block` into your system prompt. Call it once per conversation; use `recall`
+        for questions after that.
+        """
+        current, _ = services(ctx, namespace)
+        with _as_tool_errors():
+            body = ContextRequest.model_validate({
+                "namespace": namespace, "language": language, "session_id": session_id,
+                **({"max_tokens": max_tokens} if max_tokens else {})})
+            service = get_context_service(current)
+            return ContextToolResult.from_response(await service.context(body))
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
                                              idempotent_hint=True))
     async def forget(
@@ -165,7 +205,8 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
     ) -> MemoryBrief:
         """Forget one memory when the user asks you to, or when it is wrong or outdated.
 
-        Soft: it leaves recall and context at once and can be restored by the user.
+        Soft: it leaves recall and context at once and can be restored by the user. A
+        pinned memory is refused (`conflict`): ask the user to unpin it first.
         """
         current, principal = services(ctx)
         with _as_tool_errors():
@@ -179,18 +220,43 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
             description="Only this conversation's memories.")] = None,
         category: Annotated[str | None, Field(description=(
             "Only this category: decision, preference, task, fact, ..."))] = None,
-        state: Annotated[MemoryState, Field(description=(
-            "active (default), compressed or forgotten."))] = MemoryState.active,
-        limit: Annotated[int, Field(ge=1, le=100)] = 20,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        pinned: Annotated[bool | None, Field(description=(
+            "true: only pinned memories; false: only unpinned ones."))] = None,
+        state: StateArg = MemoryState.active,
+        limit: LimitArg = 20,
+        offset: OffsetArg = 0,
     ) -> MemoryListResult:
         """List stored memories, newest first, to show the user what is remembered about
-        them or to find the id of one to forget."""
+        them or to find the id of one to forget. To find memories about something, use
+        `search_memories`."""
         current, _ = services(ctx, namespace)
+        where = MemoryFilter(namespace=namespace, session_id=session_id, category=category,
+                             state=state.value, pinned=pinned)
         with _as_tool_errors():
-            where = MemoryFilter(namespace=namespace, session_id=session_id,
-                                 category=category, state=state.value)
             found = await current.memories.list_memories(where, offset=offset, limit=limit)
+        return MemoryListResult(count=found.count, offset=offset,
+                                items=[MemoryBrief.from_public(m) for m in found.items])
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def search_memories(
+        ctx: Context,
+        namespace: NamespaceArg,
+        query: Annotated[str, Field(min_length=1, max_length=4000, pattern=r"\S",
+                                    description="Words to look for, in any language.")],
+        session_id: Annotated[SessionArg | None, Field(
+            description="Only this conversation's memories.")] = None,
+        state: StateArg = MemoryState.active,
+        limit: LimitArg = 20,
+        offset: OffsetArg = 0,
+    ) -> MemoryListResult:
+        """Search the stored memories by text (keywords and meaning), best match first, with
+        their ids: to show the user what is stored about something, or to find the memory to
+        forget. To answer a question, `recall` is better (it returns a ready block)."""
+        current, _ = services(ctx, namespace)
+        where = MemoryFilter(namespace=namespace, session_id=session_id, state=state.value)
+        with _as_tool_errors():
+            found = await current.memories.list_memories(where, offset=offset, limit=limit,
+                                                         q=query)
         return MemoryListResult(count=found.count, offset=offset,
                                 items=[MemoryBrief.from_public(m) for m in found.items])
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from engram_client import (
     AsyncClient,
+    Call,
     Client,
     EngramConnectionError,
     Forbidden,
@@ -62,6 +63,20 @@ class TestEveryRoute:
 
             page = engram.list_memories("rt", limit=10)
             assert page["count"] == 2 and len(page["items"]) == 2
+            found = engram.list_memories("rt", query="LanceDB")
+            assert "LanceDB" in found["items"][0]["text"] and found["items"][0]["score"]
+            pin = engram.store("rt", "s3", [{"role": "user", "content":
+                                             "Always call me Sam."}], pinned=True)
+            pin_id = pin["memories_created"][0]
+            assert engram.list_memories("rt", pinned=True)["items"][0]["id"] == pin_id
+            context = engram.context("rt", max_tokens=500, language="en")
+            assert context["memories"][0]["id"] == pin_id
+            assert context["memories"][0]["reason"] == "pinned" and "Sam" in context["block"]
+            assert engram.update_memory(pin_id, pinned=False)["pinned"] is False
+            (listed,) = [n for n in engram.list_namespaces()["namespaces"]
+                         if n["namespace"] == "rt"]
+            assert (listed["memories"], listed["sessions"], listed["pinned"]) == (3, 3, 0)
+            assert engram.delete_session("rt", "s3")["deleted"]
             memory_id = engram.list_memories("rt", session_id="s1")["items"][0]["id"]
             assert engram.get_memory(memory_id)["session_id"] == "s1"
             assert engram.update_memory(memory_id, tags=["kept"], importance=9)["tags"] == [
@@ -155,6 +170,12 @@ class TestErrors:
                 engram.recall("alice", "q", top_k=0)
             assert invalid.value.code == "invalid_request"
             assert any(p["field"] == "body.top_k" for p in invalid.value.details)
+            with pytest.raises(InvalidRequest) as unknown_param:
+                engram.send(Call("GET", "/v1/memories", lambda r: r.json(),
+                                 params={"namespace": "alice", "sort": "new"}))
+            assert unknown_param.value.details[0]["field"] == "query.sort"
+            assert {n["namespace"] for n in engram.list_namespaces()["namespaces"]} <= {
+                "alice", "alice-copy"}
         with Client(server.base_url, api_key="wrong-key-0123456789abcdef") as stranger, \
                 pytest.raises(Unauthorized) as unknown:
             stranger.list_memories("alice")

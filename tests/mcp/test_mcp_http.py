@@ -58,7 +58,7 @@ class TestTools:
         async with mcp_client(server, ALICE) as client:
             listed = await client.list_tools()
         names = {tool.name for tool in listed.tools}
-        assert names >= TOOLS - {"context", "search_memories"}
+        assert names == TOOLS
         for tool in listed.tools:
             assert tool.description and len(tool.description) > 40, tool.name
             assert "namespace" in tool.input_schema["properties"] or tool.name == "forget"
@@ -91,6 +91,32 @@ class TestTools:
                 "list_memories", {"namespace": "alice", "session_id": "chat-7"}))
         assert (first["new"], again["new"], again["status"]) == (2, 0, "unchanged")
         assert listed["count"] == 1 and "LanceDB" in listed["items"][0]["text"]
+
+    @pytest.mark.parametrize(("namespace", "note", "search", "language"), [
+        ("alice-pins-en", "Always answer me in British English.", "British", "en"),
+        ("alice-pins-zh", "以后回答我时请一律用简体中文。", "简体中文", "zh"),
+    ])
+    async def test_pinned_note_leads_the_context_and_is_found_by_search(
+            self, server: ServerProcess, namespace: str, note: str, search: str,
+            language: str) -> None:
+        async with mcp_client(server, ADMIN) as client:
+            await client.call_tool("remember", {
+                "namespace": namespace, "session_id": "chat-1", "messages": [
+                    {"role": "user", "content": "Let's plan the Lisbon trip for May."},
+                    {"role": "assistant", "content": "Sure, May in Lisbon it is."}]})
+            pinned = payload(await client.call_tool(
+                "remember", {"namespace": namespace, "note": note, "pinned": True}))
+            context = payload(await client.call_tool(
+                "context", {"namespace": namespace, "language": language}))
+            found = payload(await client.call_tool(
+                "search_memories", {"namespace": namespace, "query": search}))
+            refused = await client.call_tool(
+                "forget", {"memory_id": pinned["memories_created"][0]})
+        first = context["memories"][0]
+        assert (first["id"], first["reason"]) == (pinned["memories_created"][0], "pinned")
+        assert note in context["block"] and "Lisbon" in context["block"]
+        assert found["items"][0]["id"] == first["id"] and found["items"][0]["pinned"]
+        assert "conflict: " in error_text(refused) and "pinned" in error_text(refused)
 
     async def test_forget_removes_it_from_recall(self, server: ServerProcess) -> None:
         async with mcp_client(server, ALICE) as client:
@@ -132,6 +158,8 @@ class TestKeys:
                 await alice.call_tool("recall", {"namespace": "bob", "query": "bank PIN"}),
                 await alice.call_tool("remember", {"namespace": "bob", "note": "hijack"}),
                 await alice.call_tool("list_memories", {"namespace": "bob"}),
+                await alice.call_tool("search_memories", {"namespace": "bob", "query": "PIN"}),
+                await alice.call_tool("context", {"namespace": "bob"}),
             ]
             for result in results:
                 assert "forbidden: this API key has no access" in error_text(result), result

@@ -32,6 +32,7 @@ from engram_client._errors import (
     Unauthorized,
     Unavailable,
 )
+from engram_client._routes import Call
 
 __all__ = [
     "DEFAULT_URL",
@@ -39,6 +40,7 @@ __all__ = [
     "AsyncClient",
     "AsyncExportStream",
     "BadRequest",
+    "Call",
     "Client",
     "Conflict",
     "EngramClientError",

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from engram_client.types import (
+    ContextResult,
     Deleted,
     Evolution,
     ForgetResult,
@@ -117,10 +118,10 @@ def recall(namespace: str, query: str, *, top_k: int | None = None,
 
 def context(namespace: str, *, max_tokens: int | None = None,
             language: Language | None = None, session_id: str | None = None
-            ) -> Call[RecallResult]:
+            ) -> Call[ContextResult]:
     """What an assistant should know at the start of a session, without a query
     (`POST /v1/context`): pinned memories, durable facts, the latest session's gist."""
-    return Call("POST", "/v1/context", json_of(RecallResult), json=_given(
+    return Call("POST", "/v1/context", json_of(ContextResult), json=_given(
         namespace=namespace, max_tokens=max_tokens, language=language,
         session_id=session_id))
 

@@ -84,6 +84,22 @@ class RecallResult(TypedDict):
     took_ms: NotRequired[float]
 
 
+class ContextResult(TypedDict):
+    """`POST /v1/context`: each memory's `reason` says its section."""
+
+    namespace: str
+    memories: list[RecalledMemory]
+    count: int
+    tokens: int
+    max_tokens: int
+    language: str
+    block: str
+    block_tokens: int
+    session_id: str | None
+    left_out: int
+    took_ms: float
+
+
 class Memory(TypedDict):
     id: str
     namespace: str
@@ -115,8 +131,8 @@ class Memory(TypedDict):
     language: str
     weight: dict[str, float]
     summary_of: list[str]
-    pinned: NotRequired[bool]
-    score: NotRequired[float]  # with a text search (`query=`)
+    pinned: bool
+    score: float | None  # with a text search (`query=`)
 
 
 class MemoryList(TypedDict):
