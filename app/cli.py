@@ -164,10 +164,19 @@ def _import(engram: Client, args: argparse.Namespace) -> None:
 
 
 def _mcp(settings: Settings, args: argparse.Namespace) -> None:
+    from engram_client import Client, EngramClientError
+
     from app.mcp.stdio import bridge_stdio
 
-    url = (args.url or settings.client_url).rstrip("/") + "/mcp"
-    asyncio.run(bridge_stdio(url, args.key or settings.client_api_key))
+    base, key = (args.url or settings.client_url).rstrip("/"), args.key or settings.client_api_key
+    # Checked once at start: a wrong key or URL is then one clear line in the desktop
+    # client's log, not a protocol error on every call.
+    try:
+        with Client(base, api_key=key, timeout=30) as engram:
+            engram.list_namespaces()
+    except EngramClientError as exc:
+        raise SystemExit(f"engram mcp: {base}: {exc}") from None
+    asyncio.run(bridge_stdio(base + "/mcp", key))
 
 
 CLIENT_COMMANDS: dict[str, Callable[[Client, argparse.Namespace], None]] = {

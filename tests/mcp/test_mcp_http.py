@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -14,22 +13,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
+from tests.mcp.conftest import ADMIN, ALICE
 from tests.procs import ServerProcess
 
 pytestmark = pytest.mark.slow
 
-ADMIN = "admin-key-0123456789abcdef"
-ALICE = "alice-key-0123456789abcdef"
 TOOLS = {"remember", "recall", "context", "forget", "list_memories", "search_memories"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("mcp")
-    env = {"ENGRAM_ADMIN_KEYS": json.dumps([ADMIN]),
-           "ENGRAM_NAMESPACE_KEYS": json.dumps({ALICE: ["alice"]})}
-    with ServerProcess(root / "data", env=env, name="mcp") as proc:
-        yield proc
 
 
 @asynccontextmanager
