@@ -211,6 +211,13 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=1, le=65535)
     log_level: str = "INFO"
+    # --- the command line as a client (engram recall/memories/export/import/mcp) ---------
+    # The server those commands talk to; empty: http://<ENGRAM_HOST>:<ENGRAM_PORT>.
+    server_url: str | None = None
+    # Their API key; empty: the first of ENGRAM_ADMIN_KEYS (an operator on the server's
+    # machine), else none (a server without keys).
+    api_key: SecretStr | None = None
+
     # /metrics labels series with namespace names (tenants' data) for admin keys only;
     # true: for every caller (a scraper on a private network without a key).
     metrics_namespace_labels: bool = False
@@ -261,6 +268,21 @@ class Settings(BaseSettings):
                 "or ENGRAM_NAMESPACE_KEYS, or keep ENGRAM_HOST on 127.0.0.1"
             )
         return self
+
+    @property
+    def client_url(self) -> str:
+        """Where the command line's client commands find the server."""
+        if self.server_url:
+            return self.server_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    @property
+    def client_api_key(self) -> str | None:
+        """The key the command line's client commands send."""
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return self.admin_keys[0] if self.admin_keys else None
 
     @property
     def auth_enabled(self) -> bool:

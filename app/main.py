@@ -19,9 +19,10 @@ from app.debug.router import router as debug_router
 from app.deps import reject_unknown_query_params
 from app.embedding.identity import ensure_model_matches
 from app.embedding.pool import EmbeddingPool
-from app.errors import install_error_handlers
+from app.errors import Unavailable, install_error_handlers
 from app.locks import NamespaceLocks
 from app.logging import RequestIdMiddleware, configure_logging
+from app.mcp.http import mcp_route
 from app.memories.router import router as memories_router
 from app.memories.service import MemoryService
 from app.ops.disk import DiskSpace
@@ -98,7 +99,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                         "only", host=settings.host)
         log.info("ready", lancedb=settings.resolved_lancedb_uri, model=embedding.name)
         try:
-            yield
+            async with mcp_endpoint.running():
+                yield
         finally:
             # Reverse order of creation.
             await compression.stop()  # a pass cut short here is repaired by the next one
@@ -130,4 +132,15 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     for router in (store_router, recall_router, context_router, memories_router, classify_router,
                    transfer_router, compression_router, debug_router, ops_router):
         app.include_router(router)
+    # /mcp: the MCP tools over the same services, behind the same keys (app/mcp/).
+    mcp, mcp_endpoint = mcp_route(lambda: get_state_of(app), settings)
+    app.router.routes.append(mcp)
     return app
+
+
+def get_state_of(app: FastAPI) -> AppState:
+    """The app's long-lived objects. Raises: Unavailable: the lifespan has not set them."""
+    state: AppState | None = app.state.engram
+    if state is None:
+        raise Unavailable("the service is starting up")
+    return state
