@@ -36,6 +36,7 @@ from app.store.router import router as store_router
 from app.store.service import StoreService
 from app.transfer.router import router as transfer_router
 from app.transfer.service import TransferService
+from app.ui import mount_ui
 
 log = structlog.get_logger(__name__)
 
@@ -125,4 +126,5 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     for router in (store_router, recall_router, memories_router, classify_router,
                    transfer_router, compression_router, debug_router, ops_router):
         app.include_router(router)
+    mount_ui(app)  # the memory inspector at /ui (static files over the public API)
     return app
