@@ -168,6 +168,12 @@ class Settings(BaseSettings):
     forget_after_days: float = Field(default=90, gt=0)
     forget_max_importance: int = Field(default=3, ge=1, le=10)
 
+    # --- context without a query (POST /v1/context) -------------------------------------
+    # Default token budget of a context call, and the importance from which a decision or
+    # a preference counts as a durable fact (beside long-term memories and summaries).
+    context_max_tokens: int = Field(default=1500, ge=1, le=32_000)
+    context_durable_min_importance: int = Field(default=7, ge=1, le=10)
+
     # --- compression (SPEC.md §8, docs/compression.md) ----------------------------------
     # The background scheduler: one pass over every namespace each interval.
     compression_enabled: bool = True

@@ -7,14 +7,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import structlog
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app.classify import warm_up as warm_up_classifier
 from app.classify.router import router as classify_router
 from app.compression import build_compression
 from app.compression.router import router as compression_router
 from app.config import Settings
+from app.context.router import router as context_router
 from app.debug.router import router as debug_router
+from app.deps import reject_unknown_query_params
 from app.embedding.identity import ensure_model_matches
 from app.embedding.pool import EmbeddingPool
 from app.errors import install_error_handlers
@@ -79,7 +81,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                               "namespace_locks": lambda: locks.known})
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
-            store=store, memories=MemoryService(repo, builder, locks, settings),
+            store=store, memories=MemoryService(repo, builder, locks, settings,
+                                                       pool=embedding),
             maintenance=maintenance,
             transfer=TransferService(repo, embedding, builder, locks, settings),
             recall=RecallService(repo, embedding, hits, settings), hits=hits,
@@ -115,6 +118,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         # operationIds are the endpoint function names: generated clients get readable
         # method names (`store`, `recall`) instead of `store_v1_store_post`.
         generate_unique_id_function=lambda route: route.name,
+        # Unknown query parameters are a 422 on every route (one check, not per route).
+        dependencies=[Depends(reject_unknown_query_params)],
     )
     app.state.settings = settings
     app.state.metrics = metrics
@@ -123,7 +128,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     install_error_handlers(app, on_disk_full=disk.record_full)  # innermost middleware
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
-    for router in (store_router, recall_router, memories_router, classify_router,
+    for router in (store_router, recall_router, context_router, memories_router, classify_router,
                    transfer_router, compression_router, debug_router, ops_router):
         app.include_router(router)
     mount_ui(app)  # the memory inspector at /ui (static files over the public API)

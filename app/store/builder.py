@@ -25,6 +25,7 @@ from app.classify.analyzer import Analysis, analyze
 from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
+from app.memories.lifecycle import pin_event
 from app.storage.records import (
     EventRecord,
     MemoryRecord,
@@ -121,9 +122,15 @@ class MemoryBuilder:
                     {"old_text": old.text, "new_text": record.text, "msg_ids": record.msg_ids},
                     event_id=_replay_safe_id(record, "evolved")))
 
+        pins = self._pins(pending, records, memories, now, gone=set(outcome.deleted))
+        events += [pin_event(m, True, "stored with pinned: true", now) for m in pins]
+
         # Order matters for crash safety: memories, then events, then the raw log marked done,
         # then the ledger. Replaying any suffix of these steps is harmless.
         await self._repo.upsert_memories(records)
+        rewritten = {r.id for r in records}
+        await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
+                                             for m in pins if m.id not in rewritten])
         await self._repo.append_events(events)
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted, namespace=namespace)
@@ -135,6 +142,23 @@ class MemoryBuilder:
                  created=len(outcome.created), updated=len(outcome.updated),
                  deleted=len(outcome.deleted), messages=len(pending))
         return outcome
+
+    @staticmethod
+    def _pins(pending: Sequence[MessageRecord], records: Sequence[MemoryRecord],
+              memories: Sequence[MemoryRecord], now: datetime, *, gone: set[str]
+              ) -> list[MemoryRecord]:
+        """The memories a pinned message of this build newly pins (set pinned in place):
+        those being written and the unchanged ones that hold such a message."""
+        pinned_ids = {m.msg_id for m in pending if m.pinned}
+        if not pinned_ids:
+            return []
+        written = {r.id for r in records}
+        candidates = [*records, *(m for m in memories if m.id not in written
+                                  and m.id not in gone)]
+        pins = [m for m in candidates if not m.pinned and pinned_ids.intersection(m.msg_ids)]
+        for memory in pins:
+            memory.pinned, memory.updated_at = True, now
+        return pins
 
     async def with_new_text(self, memory: MemoryRecord, text: str) -> MemoryRecord:
         """A copy of `memory` carrying an edited text: re-analysed and re-embedded."""
@@ -321,6 +345,7 @@ class MemoryBuilder:
             # it is active (the next compression pass drops its stale archive row).
             record.state = "active" if old.state == "compressed" else old.state
             record.protected = old.protected
+            record.pinned = old.pinned
             record.tags = sorted(set(old.tags) | set(tags))
             if old.importance_overridden:
                 record.importance = old.importance

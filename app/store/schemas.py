@@ -74,6 +74,12 @@ class StoreRequest(BaseModel):
         description="true: store new and changed messages only. false: a session that is "
         "already stored is skipped outright.",
     )
+    pinned: bool = Field(
+        default=False, strict=True,
+        description="true: pin every memory that holds a message of this call (also one "
+        "sent before unchanged): always in `POST /v1/context`, never compressed or "
+        "forgotten. false leaves existing pins as they are (unpin with PATCH).",
+    )
     wait: bool = Field(
         default=True, strict=True,
         description="true: return after the memories are built (200, with their ids). false: "

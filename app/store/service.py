@@ -176,9 +176,11 @@ class StoreService:
                 result.skipped = len(incoming)
                 return result, has_pending
             records = self._raw_log_rows(request, incoming, stored)
-            result.new = sum(1 for r in records if r.msg_id not in stored)
-            result.updated = len(records) - result.new
-            result.skipped = len(incoming) - len(records)
+            changed = [r for r in records if r.msg_id not in stored
+                       or stored[r.msg_id].content_hash != r.content_hash]
+            result.new = sum(1 for r in changed if r.msg_id not in stored)
+            result.updated = len(changed) - result.new
+            result.skipped = len(incoming) - len(changed)
             if not records:
                 result.status = StoreStatus.unchanged
                 return result, has_pending
@@ -207,8 +209,13 @@ class StoreService:
         rows: list[MessageRecord] = []
         for message in incoming:
             old = stored.get(message.msg_id)
-            if old is not None and old.content_hash == message.digest:
+            if old is not None and old.content_hash == message.digest and (
+                    not request.pinned or old.pinned):
                 continue  # unchanged: same id, same bytes (never compared by length)
+            # An unchanged message sent again with `pinned: true` (and not stored pinned
+            # before) is written again, pending and pinned: its build pins the memories
+            # holding it (their text is unchanged, so nothing is embedded again). Once stored
+            # pinned, a repeat changes nothing: an unpin by PATCH holds.
             if old is None:
                 seq, next_seq = next_seq, next_seq + 1
             else:
@@ -219,6 +226,7 @@ class StoreService:
                 content_hash=message.digest, timestamp=message.timestamp,
                 received_at=old.received_at if old else now, source=request.source,
                 branch=request.branch, tags=list(request.tags), state="pending",
+                pinned=request.pinned,
             ))
         return rows
 
