@@ -39,6 +39,7 @@ from app.store.router import router as store_router
 from app.store.service import StoreService
 from app.transfer.router import router as transfer_router
 from app.transfer.service import TransferService
+from app.ui import mount_ui
 
 log = structlog.get_logger(__name__)
 
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     # /mcp: the MCP tools over the same services, behind the same keys (app/mcp/).
     mcp, mcp_endpoint = mcp_route(lambda: get_state_of(app), settings)
     app.router.routes.append(mcp)
+    mount_ui(app)  # the memory inspector at /ui (static files over the public API)
     return app
 
 

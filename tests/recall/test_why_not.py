@@ -1,0 +1,146 @@
+"""POST /v1/recall/why_not through the HTTP API: for each memory, what kept it out of a
+recall (real LanceDB, real model, Chinese and English)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import all_memories, store, wait_idle
+from tests.recall.test_recall_api import CHINESE, ENGLISH, recall, store_notes
+
+KEY_A = "key-for-alice-only-0001"
+KEY_B = "key-for-bob-only-000002"
+
+
+async def why_not(client: Any, query: str, ids: list[str], *, namespace: str = "alice",
+                  expect: int = 200, **extra: Any) -> dict[str, Any]:
+    response = await client.post("/v1/recall/why_not", json={
+        "namespace": namespace, "query": query, "memory_ids": ids, **extra})
+    assert response.status_code == expect, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def ids_by_text(client: Any, namespace: str = "alice") -> dict[str, str]:
+    await wait_idle(client)
+    return {m["text"].split(": ", 1)[-1]: m["id"] for m in await all_memories(client, namespace)}
+
+
+class TestVerdicts:
+    async def test_english_threshold_and_recalled(self, client: Any) -> None:
+        await store_notes(client, ENGLISH)
+        ids = await ids_by_text(client)
+        dentist, cat = ids[ENGLISH[0]], ids[ENGLISH[5]]
+        query = "when is my dentist appointment?"
+        plain = await recall(client, query)
+        assert dentist in [m["id"] for m in plain["memories"]]
+        assert cat not in [m["id"] for m in plain["memories"]]
+
+        body = await why_not(client, query, [cat, dentist])
+        assert [i["memory_id"] for i in body["items"]] == [cat, dentist]
+        out, back = body["items"]
+        assert out["verdict"] in ("below_threshold", "not_candidate"), out
+        if out["verdict"] == "below_threshold":
+            assert out["relevance"] < body["min_score"]
+            assert out["explain"]["relevance"] == out["relevance"]
+            assert "below the threshold" in out["reason"]
+        assert back["verdict"] == "recalled"
+        # The same recall as POST /v1/recall: same ids, same explain values.
+        assert body["recalled"] == [m["id"] for m in plain["memories"]]
+        recalled = next(m for m in plain["memories"] if m["id"] == dentist)
+        assert back["explain"] == recalled["explain"]
+
+    async def test_chinese_every_memory_explained(self, client: Any) -> None:
+        await store_notes(client, CHINESE)
+        ids = await ids_by_text(client)
+        query = "我的体检安排是哪天"
+        plain = await recall(client, query, min_score=0.5)
+        returned = {m["id"] for m in plain["memories"]}
+        assert ids[CHINESE[0]] in returned
+        body = await why_not(client, query, list(ids.values()), min_score=0.5)
+        for item in body["items"]:
+            assert (item["verdict"] == "recalled") == (item["memory_id"] in returned), item
+            if item["verdict"] == "below_threshold":
+                assert item["relevance"] < body["min_score"] == 0.5
+        excluded = [i for i in body["items"] if i["verdict"] != "recalled"]
+        assert excluded, body
+        assert all(i["verdict"] in ("below_threshold", "not_candidate") for i in excluded)
+
+    async def test_filter_names_the_field(self, client: Any) -> None:
+        await store_notes(client, ENGLISH[:2], prefix="a")
+        await store_notes(client, ENGLISH[2:4], prefix="b")
+        ids = await ids_by_text(client)
+        dentist = ids[ENGLISH[0]]
+        body = await why_not(client, "dentist appointment", [dentist], session_id="b0")
+        item = body["items"][0]
+        assert item["verdict"] == "filter"
+        assert item["filter"] == "session_id"
+        assert "'a0'" in item["reason"]
+
+    async def test_category_filter_in_chinese(self, client: Any) -> None:
+        await store_notes(client, CHINESE[:2])
+        ids = await ids_by_text(client)
+        memory = next(m for m in await all_memories(client) if m["id"] == ids[CHINESE[0]])
+        other = "decision" if memory["category"] != "decision" else "note"
+        body = await why_not(client, "体检", [memory["id"]], categories=[other])
+        assert body["items"][0]["verdict"] == "filter"
+        assert body["items"][0]["filter"] == "categories"
+
+    async def test_forgotten_then_restored(self, client: Any) -> None:
+        await store_notes(client, ENGLISH)
+        dentist = (await ids_by_text(client))[ENGLISH[0]]
+        assert (await client.post(f"/v1/memories/{dentist}/forget")).status_code == 200
+        item = (await why_not(client, "dentist appointment", [dentist]))["items"][0]
+        assert item["verdict"] == "state"
+        assert item["state"] == "forgotten"
+        assert (await client.post(f"/v1/memories/{dentist}/restore")).status_code == 200
+        item = (await why_not(client, "dentist appointment", [dentist]))["items"][0]
+        assert item["verdict"] == "recalled"
+
+    async def test_top_k_and_budget(self, client: Any) -> None:
+        notes = [f"Note {i}: the billing service runs on PostgreSQL {10 + i} in the cluster."
+                 for i in range(4)]
+        await store_notes(client, notes)
+        ids = await ids_by_text(client)
+        body = await why_not(client, "billing service PostgreSQL", list(ids.values()), top_k=1)
+        verdicts = sorted(i["verdict"] for i in body["items"])
+        assert verdicts == ["recalled", "top_k", "top_k", "top_k"], body["items"]
+        assert all(i["rank"] >= 2 for i in body["items"] if i["verdict"] == "top_k")
+
+        body = await why_not(client, "billing service PostgreSQL", list(ids.values()),
+                             max_tokens=20)
+        budget = [i for i in body["items"] if i["verdict"] == "budget"]
+        assert budget, body["items"]
+        assert all(i["tokens"] > i["tokens_left"] for i in budget)
+
+    async def test_records_no_hits(self, client: Any) -> None:
+        await store_notes(client, ENGLISH[:3])
+        dentist = (await ids_by_text(client))[ENGLISH[0]]
+        await why_not(client, "dentist appointment", [dentist])
+        await client.app.state.engram.hits.flush()
+        memory = (await client.get(f"/v1/memories/{dentist}")).json()
+        assert memory["hit_count"] == 0
+
+
+class TestScopes:
+    async def test_other_namespace_is_not_found(self, open_client: Any) -> None:
+        keys = {KEY_A: ["alice"], KEY_B: ["bob"]}
+        async with open_client(namespace_keys=keys) as admin:
+            admin.headers["Authorization"] = f"Bearer {KEY_B}"
+            await store(admin, [{"msg_id": "1", "role": "user", "content": ENGLISH[0]}],
+                        namespace="bob")
+            bob_ids = await ids_by_text(admin, "bob")
+            admin.headers["Authorization"] = f"Bearer {KEY_A}"
+            item = (await why_not(admin, "dentist", list(bob_ids.values())))["items"][0]
+            assert item["verdict"] == "not_found"
+            assert ENGLISH[0] not in str(item)
+            denied = await why_not(admin, "dentist", ["x"], namespace="bob", expect=403)
+            assert "bob" in denied["error"]["message"]
+
+    async def test_bad_input(self, client: Any) -> None:
+        await why_not(client, "q", [], expect=422)
+        await why_not(client, "q", ["a"] * 51, expect=422)
+        await why_not(client, "   ", ["a"], expect=422)
+        response = await client.post("/v1/recall/why_not", json={
+            "namespace": "alice", "query": "q", "memory_ids": ["a"], "surprise": 1})
+        assert response.status_code == 422
