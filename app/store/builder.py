@@ -42,6 +42,7 @@ from app.store.firewall import (
     memory_lines,
     quoted_lines,
     quotes_only_memories,
+    words_of,
 )
 
 log = structlog.get_logger(__name__)
@@ -170,7 +171,7 @@ class MemoryBuilder:
             if sum(len(line) for line in lines) < MIN_QUOTED_CHARS:
                 continue
             texts = await self._repo.memory_texts_like(
-                namespace, message.content, limit=min(50, 5 + 2 * len(lines)))
+                namespace, words_of(message.content), limit=min(50, 5 + 2 * len(lines)))
             if quotes_only_memories(message.content, memory_lines(texts)):
                 found.add(message.msg_id)
         if found:

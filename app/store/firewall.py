@@ -13,16 +13,19 @@ Engram's echo when either holds:
    quotes changed is still recognised.
 2. **It quotes stored memories and nothing else** (system, assistant and tool messages
    only): every line that carries text, after dropping the block's frame (preface,
-   headings, `- [date]` markers) and a `user:`/`assistant:` role prefix, is a line of a
-   memory of the same namespace (normalised equality), and the lines together hold at
-   least `MIN_QUOTED_CHARS` characters (a short "OK, sounds good." matching some memory's
-   line is not an echo). The memories compared are found by a full-text search with the
-   message's own words, so a large namespace is never read whole.
+   headings, `- [date]` markers), is a line of a memory of the same namespace as Engram
+   gives it, speaker included (`user: …`, the form of a memory's text in the block and in
+   recall's response), by normalised equality; and the lines together hold at least
+   `MIN_QUOTED_CHARS` characters (a short quote is no evidence). The memories compared are
+   found by a full-text search with the message's own words, so a large namespace is never
+   read whole.
 
-A user message is never dropped for repeating a memory: people legitimately say the same
-thing twice (a fact confirmed, a preference restated), and that repetition is information.
-A message that adds anything of its own to a quote (one line that is not a memory's) is
-stored as usual.
+The speaker is part of the match on purpose: an assistant that says a sentence a stored
+memory also holds ("The tests passed.") is speaking, not quoting Engram; only the memory's
+own text, `role: content`, is Engram's output. A user message is never dropped for
+repeating a memory: people legitimately say the same thing twice (a fact confirmed, a
+preference restated), and that repetition is information. A message that adds anything of
+its own to a quote (one line that is not a memory's) is stored as usual.
 """
 
 from __future__ import annotations
@@ -64,8 +67,8 @@ def carries_block(content: str) -> bool:
 
 
 def _line_text(line: str) -> str:
-    """A line without the block's marker and a role prefix, normalised."""
-    return normalised(_ROLE.sub("", _MARKER.sub("", line, count=1), count=1))
+    """A line without the block's `- [date]` marker, normalised (its speaker kept)."""
+    return normalised(_MARKER.sub("", line, count=1))
 
 
 def quoted_lines(content: str) -> list[str]:
@@ -76,7 +79,12 @@ def quoted_lines(content: str) -> list[str]:
 
 def memory_lines(texts: Iterable[str]) -> set[str]:
     """Every normalised line of these memory texts ("role: content" lines)."""
-    return {line for text in texts for raw in text.split("\n") if (line := _line_text(raw))}
+    return {line for text in texts for raw in text.split("\n") if (line := normalised(raw))}
+
+
+def words_of(content: str) -> str:
+    """The message's text without role prefixes: what the full-text search looks for."""
+    return "\n".join(_ROLE.sub("", line, count=1) for line in content.split("\n"))
 
 
 def quotes_only_memories(content: str, known: set[str]) -> bool:

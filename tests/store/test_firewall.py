@@ -90,6 +90,15 @@ class TestEngramsOwnText:
         assert (await client.get(f"/v1/memories/{new_id}")).json()["text"] == \
             f"user: {FACT[language]}"
 
+    async def test_an_assistant_saying_the_same_words_is_stored(self, client: Any,
+                                                                language: str) -> None:
+        # The same sentence without Engram's `user:` attribution is the assistant speaking
+        # (it often repeats facts in its own answers), not a quote of a memory's text.
+        await with_fact(client, language)
+        result = await store(client, [{"msg_id": "a1", "role": "assistant",
+                                       "content": FACT[language]}], session_id="chat")
+        assert result["firewalled"] == [] and len(result["memories_created"]) == 1
+
     async def test_an_assistant_adding_its_own_words_is_stored(self, client: Any,
                                                                language: str) -> None:
         await with_fact(client, language)
