@@ -186,7 +186,11 @@ CLIENT_COMMANDS: dict[str, Callable[[Client, argparse.Namespace], None]] = {
 
 
 def _run_client_command(settings: Settings, args: argparse.Namespace) -> None:
-    from engram_client import Client, EngramClientError
+    try:
+        from engram_client import Client, EngramClientError
+    except ImportError:  # an install of the service alone (the container image)
+        raise SystemExit("engram: this command needs the Python client: "
+                         "pip install ./clients/python") from None
 
     url = args.url or settings.client_url
     with Client(url, api_key=args.key or settings.client_api_key) as engram:

@@ -64,6 +64,7 @@ class McpEndpoint:
 def mcp_route(state: Callable[[], AppState], settings: Settings) -> tuple[Route, McpEndpoint]:
     """The `/mcp` route for the app, and its endpoint (whose `running()` the lifespan holds)."""
     endpoint = McpEndpoint(build_mcp_server(state), settings)
-    route = Route(MCP_PATH, endpoint=endpoint, methods=["GET", "POST", "DELETE"],
-                  include_in_schema=False)
+    # POST only: stateless, the server never sends on its own (no GET stream) and has no
+    # session to end (no DELETE); other methods are a 405 naming POST, as the spec allows.
+    route = Route(MCP_PATH, endpoint=endpoint, methods=["POST"], include_in_schema=False)
     return route, endpoint

@@ -10,6 +10,7 @@ model can read and act on.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -80,6 +81,20 @@ def _principal(ctx: Context) -> Principal:
     return principal
 
 
+@contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """Undo what `MCPServer()` does to the root logger (`logging.basicConfig` with a rich
+    console handler at INFO): Engram's logs are structlog's, JSON in production, and every
+    library's INFO lines must not start appearing in them."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 def note_session_id(note: str) -> str:
     """A note's own session, derived from its text: remembering it again changes nothing."""
     return "note-" + hashlib.sha256(note.strip().encode()).hexdigest()[:16]
@@ -91,8 +106,9 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
     Args:
         state: the app's long-lived objects, read at call time (the lifespan sets them).
     """
-    server: MCPServer = MCPServer(name="engram", title="Engram memory",
-                                  instructions=INSTRUCTIONS, version="0.1.0")
+    with _root_logging_kept():
+        server: MCPServer = MCPServer(name="engram", title="Engram memory",
+                                      instructions=INSTRUCTIONS, version="0.1.0")
 
     def services(ctx: Context, namespace: str | None = None) -> tuple[AppState, Principal]:
         principal = _principal(ctx)

@@ -61,6 +61,17 @@ class TestRecallAndMemories:
         assert "deploy on Fridays" in shown.stdout and "evolution:" in shown.stdout
         assert "🆕" in shown.stdout.split("evolution:")[1]
 
+    def test_context_puts_the_pinned_memory_first(self, server: ServerProcess, stored: Any,
+                                                  tmp_path: Path) -> None:
+        with Client(server.base_url, api_key=ALICE) as client:
+            client.store("alice", "cli-pin", [{"role": "user", "content":
+                                               "请永远用中文回答我。"}], pinned=True)
+        done = engram(server, "context", "alice", "--json", cwd=tmp_path)
+        first = json.loads(done.stdout)["memories"][0]
+        assert first["reason"] == "pinned" and first["text"].endswith("请永远用中文回答我。")
+        shown = engram(server, "context", "alice", cwd=tmp_path)
+        assert "请永远用中文回答我" in shown.stdout and "1 pinned" in shown.stderr
+
     def test_errors_name_the_api_code(self, server: ServerProcess, tmp_path: Path) -> None:
         done = engram(server, "recall", "bob", "anything", cwd=tmp_path, expect=1)
         assert "403 forbidden" in done.stderr and "'bob'" in done.stderr

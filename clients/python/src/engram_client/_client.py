@@ -3,11 +3,12 @@ two streaming routes, export and import."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
-from typing import Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import httpx
 
@@ -107,19 +108,29 @@ class AsyncExportStream:
             yield line
 
 
+def _describe(method: Any, route: Callable[..., Any], owner: str) -> None:
+    """The route's name, docstring and signature (with `self`) on the bound method, for
+    `help()` and editors."""
+    method.__name__ = route.__name__
+    method.__qualname__ = f"{owner}.{route.__name__}"
+    method.__doc__ = route.__doc__
+    signature = inspect.signature(route)
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    method.__signature__ = signature.replace(
+        parameters=[self_parameter, *signature.parameters.values()])
+
+
 def _sync(route: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
     def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.send(route(*args, **kwargs))
-    method.__name__ = method.__qualname__ = route.__name__
-    method.__doc__ = route.__doc__
+    _describe(method, route, "Client")
     return method
 
 
 def _async(route: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
     async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.send(route(*args, **kwargs))
-    method.__name__ = method.__qualname__ = route.__name__
-    method.__doc__ = route.__doc__
+    _describe(method, route, "AsyncClient")
     return method
 
 
