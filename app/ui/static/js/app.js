@@ -40,8 +40,10 @@ function namespace(params) {
 }
 
 const VIEWS = { namespaces, memories, memory, recall, compression };
+let rendering = 0;  // a slow view that finishes after the user moved on must not show
 
 async function render() {
+  const generation = ++rendering;
   const nav = document.getElementById("nav");
   const signout = document.getElementById("signout");
   if (!session.signedIn) {
@@ -65,8 +67,9 @@ async function render() {
   clear(main).append(h("p", { class: "loading" }, "Loading…"));
   try {
     const content = await show(params, arg);
-    clear(main).append(content);
+    if (generation === rendering) clear(main).append(content);
   } catch (err) {
+    if (generation !== rendering) return;
     if (err instanceof ApiError && err.status === 401) {
       session.key = null;
       toast("The API key was not accepted: sign in again.");
@@ -120,8 +123,8 @@ function signIn() {
     session.key = key.value.trim();
     try {
       await get("/v1/namespaces");
-      window.location.hash = "#/";
-      render();
+      if (window.location.hash === "#/") render();
+      else window.location.hash = "#/";  // hashchange renders
     } catch (err) {
       session.key = null;
       clear(out).append(problem(err));
@@ -174,7 +177,8 @@ async function memories(params) {
   const ns = namespace(params);
   if (!ns) return needNamespace("Memories");
   const page = Math.max(0, Number(params.get("page") || 0));
-  const query = { namespace: ns, offset: page * PAGE, limit: PAGE };
+  const size = Math.min(500, Math.max(1, Number(params.get("limit") || PAGE)));
+  const query = { namespace: ns, offset: page * size, limit: size };
   for (const name of FILTERS) query[name] = params.get(name) || "";
   const data = await get("/v1/memories", query);
 
@@ -424,18 +428,18 @@ async function recallResult(result, request) {
     }
   };
   // Memories that did not come back, to ask about: the namespace's best text matches
-  // for the query (or its newest memories), without those recalled.
+  // for the query first, then its newest memories, without those recalled.
   const returned = new Set(result.memories.map((m) => m.id));
-  let others = [];
-  try {
-    const list = await get("/v1/memories", { namespace: request.namespace, q: request.query,
-      limit: 30 });
-    others = list.items.filter((m) => !returned.has(m.id));
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 422)) throw err;
-    const list = await get("/v1/memories", { namespace: request.namespace, limit: 30 });
-    others = list.items.filter((m) => !returned.has(m.id));
-  }
+  const [matches, newest] = await Promise.all([
+    get("/v1/memories", { namespace: request.namespace, q: request.query, limit: 20 }),
+    get("/v1/memories", { namespace: request.namespace, limit: 30 }),
+  ]);
+  const seen = new Set();
+  const others = [...matches.items, ...newest.items].filter((m) => {
+    if (returned.has(m.id) || seen.has(m.id)) return false;
+    seen.add(m.id);
+    return true;
+  });
   const idInput = h("input", { name: "memory_id", placeholder: "memory id",
     testid: "why-not-id" });
   const askButton = h("button", { type: "submit", testid: "why-not-submit" }, "Why not?");
