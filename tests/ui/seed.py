@@ -103,6 +103,15 @@ def seed(client: httpx.Client) -> None:
     passed.raise_for_status()
     (result,) = passed.json()["namespaces"]
     assert result["ok"] and result["compressed"], result
+    # A pass over alice that compresses nothing (nothing scores below 0.01) gives her
+    # memories their four dimension scores.
+    calm = client.put("/v1/compression/policies/alice", json={
+        "preset": "default", "overrides": {"base_threshold": 0.01}})
+    assert calm.status_code == 200, calm.text
+    passed = client.post("/v1/compression/run", json={"namespace": "alice"})
+    passed.raise_for_status()
+    (result,) = passed.json()["namespaces"]
+    assert result["ok"] and not result["compressed"], result
 
 
 @contextmanager

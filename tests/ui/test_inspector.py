@@ -126,8 +126,10 @@ class TestMemories:
         memory = inspector.memory_holding("alice", expected)
         expect(page.get_by_test_id("messages").locator("li")).to_have_count(memory["msg_count"])
         weights = page.get_by_test_id("weights")
-        for dimension in ("novelty", "entropy", "task", "emotion"):
-            expect(weights).to_contain_text(dimension)
+        assert memory["weight"]["total"] > 0  # the seeded pass scored it
+        for dimension in ("novelty", "entropy", "task", "emotion", "total"):
+            expect(weights.locator(".bar").filter(has_text=dimension).locator(".bar-value")
+                   ).to_have_text(f"{memory['weight'][dimension]:.3f}")
         expect(page.get_by_test_id("category")).to_contain_text(memory["category"])
         events = api(inspector, "GET", f"/v1/memories/{memory['id']}/evolution")["events"]
         timeline = page.get_by_test_id("timeline").locator("li")

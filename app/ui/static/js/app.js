@@ -305,6 +305,8 @@ async function memory(params, id) {
         buttons),
       h("div", { class: "card" },
         h("h2", {}, "Scores"),
+        scored(m) ? null : h("p", { class: "muted", testid: "not-scored" }, "Not scored " +
+          "yet: the next compression pass scores each new or edited memory."),
         h("div", { testid: "weights" },
           bar(m.weight.novelty, "novelty"), bar(m.weight.entropy, "entropy"),
           bar(m.weight.task, "task"), bar(m.weight.emotion, "emotion"),
@@ -329,6 +331,11 @@ async function memory(params, id) {
           h("strong", {}, e.event), " ", h("time", {}, when(e.timestamp)),
           e.note ? h("div", { class: "note" }, e.note) : null)))),
     editForm(m, reload));
+}
+
+function scored(m) {
+  const w = m.weight;
+  return w.novelty || w.entropy || w.task || w.emotion || w.total;
 }
 
 function entities(map) {
