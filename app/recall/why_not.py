@@ -162,7 +162,7 @@ class WhyNotService:
 
     async def explain(self, request: WhyNotRequest) -> WhyNotResponse:
         traced = _TracedRecall(self._recall)
-        plain = RecallRequest.model_validate(request.model_dump(exclude={"memory_ids"}))
+        plain: RecallRequest = request  # a recall request with one more field
         result = await traced.recall(plain)
         trace = traced.trace
         wanted = list(dict.fromkeys(request.memory_ids))
