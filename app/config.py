@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     # namespaces pending on a table share one commit up to this size.
     write_batch_max_rows: int = Field(default=20_000, ge=1)
     skip_small_talk: bool = True
+    # The recall firewall (app/store/firewall.py): Engram's own injection block, or an
+    # assistant/system message quoting stored memories, is made into no memory.
+    store_firewall: bool = True
 
     # --- recall (SPEC.md §6, docs/benchmarks.md says what each default bought) -----------
     # In-process copies of small namespaces for recall's exact searches

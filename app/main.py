@@ -19,7 +19,7 @@ from app.debug.router import router as debug_router
 from app.deps import reject_unknown_query_params
 from app.embedding.identity import ensure_model_matches
 from app.embedding.pool import EmbeddingPool
-from app.errors import install_error_handlers
+from app.errors import error_responses, install_error_handlers
 from app.locks import NamespaceLocks
 from app.logging import RequestIdMiddleware, configure_logging
 from app.memories.router import router as memories_router
@@ -120,6 +120,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         generate_unique_id_function=lambda route: route.name,
         # Unknown query parameters are a 422 on every route (one check, not per route).
         dependencies=[Depends(reject_unknown_query_params)],
+        responses=error_responses(422),
     )
     app.state.settings = settings
     app.state.metrics = metrics

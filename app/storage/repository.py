@@ -481,6 +481,15 @@ class Repository:
                  f"OR (state = 'active' AND ({durable})))")
         return await self._select("memories", MemoryRecord, where)
 
+    async def memory_texts_like(self, namespace: str, text: str, *, limit: int) -> list[str]:
+        """The texts of the namespace's memories (any state) that best match `text` by
+        full-text search (the recall firewall's candidates)."""
+        found = await (
+            self._tables["memories"].query().nearest_to_text(full_text_query(text, "text"))
+            .where(f"namespace = {sql_str(namespace)}").select(["text", "_score"])
+            .limit(limit).to_arrow())
+        return [t for t in found.column("text").to_pylist() if t]
+
     async def namespace_overview(self) -> list[NamespaceStats]:
         """Every namespace holding memories or sessions, with its counts, sorted by name.
 

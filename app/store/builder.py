@@ -35,6 +35,15 @@ from app.storage.records import (
 )
 from app.storage.repository import Repository
 from app.store.chunker import Chunk, assign_ids, is_long, plan_chunks, split_long
+from app.store.firewall import (
+    MIN_QUOTED_CHARS,
+    QUOTING_ROLES,
+    carries_block,
+    memory_lines,
+    quoted_lines,
+    quotes_only_memories,
+    words_of,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +57,7 @@ class BuildOutcome:
     deleted: list[str] = field(default_factory=list)
     messages_done: int = 0
     job_ids: set[str] = field(default_factory=set)
+    firewalled: list[str] = field(default_factory=list)  # Engram's own text (firewall.py)
 
 
 def language_of(text: str) -> str:
@@ -93,10 +103,14 @@ class MemoryBuilder:
         unassigned = [m for m in pending if m.msg_id not in in_memory]
         if self._settings.skip_small_talk:
             unassigned = [m for m in unassigned if not is_small_talk(m.content)]
+        echoes = await self._echoes(namespace, unassigned) if self._settings.store_firewall \
+            else set()
+        unassigned = [m for m in unassigned if m.msg_id not in echoes]
         chunks += self._new_chunks(unassigned, memories, affected, by_id)
 
         existing = {m.id: m for m in memories}
-        outcome = BuildOutcome(job_ids={m.job_id for m in pending if m.job_id})
+        outcome = BuildOutcome(job_ids={m.job_id for m in pending if m.job_id},
+                               firewalled=[m.msg_id for m in pending if m.msg_id in echoes])
         ids = assign_ids(namespace, session_id, chunks, taken=existing)
         keep_ids = set(ids)
         # Memories of affected chunks that no chunk produces any more (message deleted, or a
@@ -142,6 +156,27 @@ class MemoryBuilder:
                  created=len(outcome.created), updated=len(outcome.updated),
                  deleted=len(outcome.deleted), messages=len(pending))
         return outcome
+
+    async def _echoes(self, namespace: str, messages: Sequence[MessageRecord]) -> set[str]:
+        """The msg_ids of `messages` that are Engram's own text sent back (firewall.py):
+        kept in the raw log, never made into memories."""
+        found: set[str] = set()
+        for message in messages:
+            if carries_block(message.content):
+                found.add(message.msg_id)
+                continue
+            if message.role not in QUOTING_ROLES:
+                continue
+            lines = quoted_lines(message.content)
+            if sum(len(line) for line in lines) < MIN_QUOTED_CHARS:
+                continue
+            texts = await self._repo.memory_texts_like(
+                namespace, words_of(message.content), limit=min(50, 5 + 2 * len(lines)))
+            if quotes_only_memories(message.content, memory_lines(texts)):
+                found.add(message.msg_id)
+        if found:
+            log.info("firewall_kept_out", namespace=namespace, messages=len(found))
+        return found
 
     @staticmethod
     def _pins(pending: Sequence[MessageRecord], records: Sequence[MemoryRecord],

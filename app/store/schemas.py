@@ -104,6 +104,11 @@ class StoreResult(BaseModel):
     skipped: int = Field(description="Messages already stored unchanged.")
     memories_created: list[str] = Field(default_factory=list)
     memories_updated: list[str] = Field(default_factory=list)
+    firewalled: list[str] = Field(
+        default_factory=list,
+        description="msg_ids kept in the raw log but made into no memory: Engram's own "
+        "text sent back (an injection block, or an assistant or system message quoting "
+        "stored memories; see docs/recall-firewall.md).")
     job_id: str | None = Field(default=None, description="With wait=false: poll /v1/jobs/{id}.")
 
 

@@ -147,6 +147,7 @@ class StoreService:
                     outcome = await self._build(ns, sid)
                     result.memories_created = outcome.created
                     result.memories_updated = outcome.updated
+                    result.firewalled = outcome.firewalled
                 elif result.status == StoreStatus.unchanged and has_pending:
                     # Sent before with wait=false (or cut off by a crash) and not built yet:
                     # a waiting caller gets its memories built now.
@@ -244,6 +245,7 @@ class StoreService:
             result = json.loads(job.result or "{}")
             result["memories_created"] = outcome.created
             result["memories_updated"] = outcome.updated
+            result["firewalled"] = outcome.firewalled
             if result.get("status") == StoreStatus.queued:
                 result["status"] = StoreStatus.stored
             job.state, job.updated_at, job.result = JobState.done, now, json.dumps(result)
