@@ -134,6 +134,13 @@ class _TracedRecall(RecallService):
         self._sizes = parent._sizes  # share the caches: same data, same answers
         self._tokens = parent._tokens
         self.trace = _Trace()
+        self._query_vector: np.ndarray | None = None
+
+    async def query_vector(self, text: str) -> np.ndarray:
+        """The query's embedding, computed once per why-not call."""
+        if self._query_vector is None:
+            self._query_vector = (await self._pool.embed_query(text)).astype(np.float32)
+        return self._query_vector
 
     @override
     async def _candidates(self, request: RecallRequest, parsed: ParsedQuery, text: str, *,
@@ -162,18 +169,17 @@ class WhyNotService:
 
     async def explain(self, request: WhyNotRequest) -> WhyNotResponse:
         traced = _TracedRecall(self._recall)
-        plain = RecallRequest.model_validate(request.model_dump(exclude={"memory_ids"}))
-        result = await traced.recall(plain)
+        result = await traced.recall(request)  # a recall request with one more field
         trace = traced.trace
         wanted = list(dict.fromkeys(request.memory_ids))
         found = {m.id: m for m in await traced._repo.get_memories(wanted, with_vector=True)
                  if m.namespace == request.namespace}
-        where = traced._filter(plain)
+        where = traced._filter(request)
         scored = {c.memory.id: c for c in trace.candidates}
         items: list[WhyNotItem] = []
         for memory_id in request.memory_ids:
             items.append(await self._one(memory_id, found.get(memory_id), result, trace,
-                                         scored, where, traced, plain))
+                                         scored, where, traced, request))
         return WhyNotResponse(
             namespace=request.namespace, query=request.query, min_score=result.min_score,
             top_k=request.top_k, max_tokens=result.max_tokens, tokens=result.tokens,
@@ -246,9 +252,8 @@ class WhyNotService:
                       ) -> float | None:
         if not memory.vector:
             return None
-        query = await traced._pool.embed_query(text)
-        vector = np.asarray(memory.vector, dtype=np.float32)
-        return float(vector @ query.astype(np.float32))
+        query = await traced.query_vector(text)
+        return float(np.asarray(memory.vector, dtype=np.float32) @ query)
 
 
 def _explain(c: _Candidate) -> ScoreParts:

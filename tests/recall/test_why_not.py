@@ -3,6 +3,7 @@ recall (real LanceDB, real model, Chinese and English)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.helpers import all_memories, store, wait_idle
@@ -76,6 +77,21 @@ class TestVerdicts:
         assert item["verdict"] == "filter"
         assert item["filter"] == "session_id"
         assert "'a0'" in item["reason"]
+
+    async def test_time_range_filter(self, client: Any) -> None:
+        when = [datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 9, 1, tzinfo=UTC)]
+        await store_notes(client, [ENGLISH[0], ENGLISH[1]], when=when)
+        ids = await ids_by_text(client)
+        body = await why_not(client, "dentist appointment", [ids[ENGLISH[0]]],
+                             time_from="2026-06-01T00:00:00Z")
+        item = body["items"][0]
+        assert (item["verdict"], item["filter"]) == ("filter", "time_from")
+        assert "2026-03-01" in item["reason"]
+        body = await why_not(client, "PostgreSQL billing", [ids[ENGLISH[1]]],
+                             time_to="2026-06-01T00:00:00+08:00")
+        item = body["items"][0]
+        assert (item["verdict"], item["filter"]) == ("filter", "time_to")
+        assert "2026-09-01" in item["reason"]
 
     async def test_category_filter_in_chinese(self, client: Any) -> None:
         await store_notes(client, CHINESE[:2])

@@ -40,8 +40,10 @@ function namespace(params) {
 }
 
 const VIEWS = { namespaces, memories, memory, recall, compression };
+let rendering = 0;  // a slow view that finishes after the user moved on must not show
 
 async function render() {
+  const generation = ++rendering;
   const nav = document.getElementById("nav");
   const signout = document.getElementById("signout");
   if (!session.signedIn) {
@@ -65,8 +67,9 @@ async function render() {
   clear(main).append(h("p", { class: "loading" }, "Loading…"));
   try {
     const content = await show(params, arg);
-    clear(main).append(content);
+    if (generation === rendering) clear(main).append(content);
   } catch (err) {
+    if (generation !== rendering) return;
     if (err instanceof ApiError && err.status === 401) {
       session.key = null;
       toast("The API key was not accepted: sign in again.");
@@ -120,8 +123,8 @@ function signIn() {
     session.key = key.value.trim();
     try {
       await get("/v1/namespaces");
-      window.location.hash = "#/";
-      render();
+      if (window.location.hash === "#/") render();
+      else window.location.hash = "#/";  // hashchange renders
     } catch (err) {
       session.key = null;
       clear(out).append(problem(err));
@@ -174,7 +177,8 @@ async function memories(params) {
   const ns = namespace(params);
   if (!ns) return needNamespace("Memories");
   const page = Math.max(0, Number(params.get("page") || 0));
-  const query = { namespace: ns, offset: page * PAGE, limit: PAGE };
+  const size = Math.min(500, Math.max(1, Number(params.get("limit") || PAGE)));
+  const query = { namespace: ns, offset: page * size, limit: size };
   for (const name of FILTERS) query[name] = params.get(name) || "";
   const data = await get("/v1/memories", query);
 
@@ -301,6 +305,8 @@ async function memory(params, id) {
         buttons),
       h("div", { class: "card" },
         h("h2", {}, "Scores"),
+        scored(m) ? null : h("p", { class: "muted", testid: "not-scored" }, "Not scored " +
+          "yet: the next compression pass scores each new or edited memory."),
         h("div", { testid: "weights" },
           bar(m.weight.novelty, "novelty"), bar(m.weight.entropy, "entropy"),
           bar(m.weight.task, "task"), bar(m.weight.emotion, "emotion"),
@@ -325,6 +331,11 @@ async function memory(params, id) {
           h("strong", {}, e.event), " ", h("time", {}, when(e.timestamp)),
           e.note ? h("div", { class: "note" }, e.note) : null)))),
     editForm(m, reload));
+}
+
+function scored(m) {
+  const w = m.weight;
+  return w.novelty || w.entropy || w.task || w.emotion || w.total;
 }
 
 function entities(map) {
@@ -424,18 +435,18 @@ async function recallResult(result, request) {
     }
   };
   // Memories that did not come back, to ask about: the namespace's best text matches
-  // for the query (or its newest memories), without those recalled.
+  // for the query first, then its newest memories, without those recalled.
   const returned = new Set(result.memories.map((m) => m.id));
-  let others = [];
-  try {
-    const list = await get("/v1/memories", { namespace: request.namespace, q: request.query,
-      limit: 30 });
-    others = list.items.filter((m) => !returned.has(m.id));
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 422)) throw err;
-    const list = await get("/v1/memories", { namespace: request.namespace, limit: 30 });
-    others = list.items.filter((m) => !returned.has(m.id));
-  }
+  const [matches, newest] = await Promise.all([
+    get("/v1/memories", { namespace: request.namespace, q: request.query, limit: 20 }),
+    get("/v1/memories", { namespace: request.namespace, limit: 30 }),
+  ]);
+  const seen = new Set();
+  const others = [...matches.items, ...newest.items].filter((m) => {
+    if (returned.has(m.id) || seen.has(m.id)) return false;
+    seen.add(m.id);
+    return true;
+  });
   const idInput = h("input", { name: "memory_id", placeholder: "memory id",
     testid: "why-not-id" });
   const askButton = h("button", { type: "submit", testid: "why-not-submit" }, "Why not?");
