@@ -200,6 +200,14 @@ class Settings(BaseSettings):
     lock_timeout_seconds: float = Field(default=120.0, gt=0)
     # Cross-process lock files; empty: `<data_dir>/locks` (must be a local directory).
     lock_dir: Path | None = None
+    # What orders the writes of one namespace across processes (docs/scaling.md): "file"
+    # (lock files in lock_dir: every server must share that directory), "lease" (lease
+    # objects in the bucket of an s3:// ENGRAM_LANCEDB_URI: servers on several hosts),
+    # "auto" (lease on an s3:// URI, file otherwise).
+    lock_backend: Literal["auto", "file", "lease"] = "auto"
+    # A lease not renewed for this long is taken from its holder (a crashed server); the
+    # holder renews every third of it.
+    lease_ttl_seconds: float = Field(default=30.0, ge=3, le=3600)
 
     # --- API keys ------------------------------------------------------------------------
     # Keys with access to every namespace and to admin routes.
@@ -291,6 +299,27 @@ class Settings(BaseSettings):
     @cached_property
     def resolved_lancedb_uri(self) -> str:
         return self.lancedb_uri or str(self.data_dir / "lancedb")
+
+    @property
+    def uses_object_store(self) -> bool:
+        """Whether the tables live in an object store (s3://), not in a local directory."""
+        from app.storage.object_store import is_object_store_uri
+
+        return is_object_store_uri(self.resolved_lancedb_uri)
+
+    @property
+    def uses_leases(self) -> bool:
+        """Whether namespace writes are ordered by lease objects (else by lock files)."""
+        if self.lock_backend == "auto":
+            return self.uses_object_store
+        return self.lock_backend == "lease"
+
+    @model_validator(mode="after")
+    def _leases_need_an_object_store(self) -> Settings:
+        if self.lock_backend == "lease" and not self.uses_object_store:
+            raise ValueError("ENGRAM_LOCK_BACKEND=lease needs an s3:// ENGRAM_LANCEDB_URI "
+                             "(leases are objects in its bucket)")
+        return self
 
     @cached_property
     def resolved_lock_dir(self) -> Path:

@@ -19,8 +19,10 @@ import pyarrow as pa
 import structlog
 
 from app.config import Settings
+from app.storage.leases import LeaseStore
 from app.storage.migrations import migrate
 from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
+from app.storage.object_store import location_for
 from app.storage.records import (
     ArchiveRecord,
     EventRecord,
@@ -191,6 +193,8 @@ class Repository:
         # the rows it counts, so a store read often drifts out of its full-text index).
         self._rows_since_compaction: dict[str, int] = dict.fromkeys(tables, 0)
         self.last_write_monotonic = time.monotonic()
+        # Lease objects ordering namespace writes across hosts (leases.py); None: lock files.
+        self.leases: LeaseStore | None = None
         # Small namespaces' memories for exact searches (namespace_cache.py); every write to
         # the memories table below reports what it changed (`_write_memories`).
         self.namespace_cache = NamespaceCache(
@@ -207,9 +211,20 @@ class Repository:
 
     @classmethod
     async def open(cls, settings: Settings, *, embedding_dim: int) -> Repository:
-        """Connect, apply pending migrations and open every table."""
+        """Connect, apply pending migrations and open every table.
+
+        On an object store (s3://) the bucket is checked first (reachable, credentials
+        accepted, conditional writes honoured); each failure raises `Unavailable` naming it.
+        """
         if not settings.lancedb_uri:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
+        location = location_for(settings.resolved_lancedb_uri, settings.storage_options)
+        leases = None
+        if location is not None:
+            await location.check()
+            log.info("object_store_checked", uri=location.uri, endpoint=location.endpoint)
+            if settings.uses_leases:
+                leases = LeaseStore(location.store, ttl=settings.lease_ttl_seconds)
         interval = timedelta(seconds=settings.read_consistency_seconds)
         db = await lancedb.connect_async(
             settings.resolved_lancedb_uri,
@@ -220,12 +235,15 @@ class Repository:
             db,
             embedding_dim=embedding_dim,
             lock_path=settings.resolved_lock_dir / "migrations.lock",
+            lease=None if leases is None else leases.held(
+                "migrations", max_wait=max(120.0, 4 * settings.lease_ttl_seconds)),
         )
         tables = {name: await db.open_table(name) for name in TABLES}
         repo = cls(db, tables, embedding_dim=embedding_dim,
                    cache_rows=settings.namespace_cache_max_rows,
                    cache_namespace_rows=settings.namespace_cache_max_namespace_rows,
                    write_batch_max_rows=settings.write_batch_max_rows)
+        repo.leases = leases
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
         await repo._count_unindexed_rows()

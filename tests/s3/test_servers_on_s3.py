@@ -1,0 +1,67 @@
+"""The crash test and the two-server race, run again unchanged on one bucket.
+
+- `test_sigkill_mid_ingest_loses_no_acknowledged_message` (tests/store/test_processes.py):
+  a server SIGKILLed in the middle of a `wait=false` ingest, restarted on the same bucket:
+  every acknowledged message is there exactly once, every memory complete. Its leases are
+  left held by the dead process; the restarted one takes them back at once (same host, pid
+  gone) instead of waiting out the TTL.
+- `test_two_servers_racing_store_delete_compress_lose_nothing`
+  (tests/integrity/test_two_servers.py): two servers, each with its own local data directory
+  and lock directory (no shared file system, as on two hosts), race stores, deletes and
+  compression on one namespace of one bucket. Only the leases order them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integrity.test_two_servers import (  # noqa: F401
+    READY_SECONDS,
+    test_two_servers_racing_store_delete_compress_lose_nothing,
+)
+from tests.procs import ServerProcess
+from tests.s3.moto_server import MotoS3
+from tests.store.test_processes import (  # noqa: F401
+    test_sigkill_mid_ingest_loses_no_acknowledged_message,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def crash_server(tmp_path: Path, moto_s3: MotoS3, bucket: str) -> Iterator[ServerProcess]:
+    server = ServerProcess(tmp_path / "data", name="crash-server-s3", env=moto_s3.env(bucket))
+    try:
+        yield server
+    finally:
+        server.stop()
+        print(f"--- {server.log_path} ---\n{server.log_tail(40)}")
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path, moto_s3: MotoS3, bucket: str
+                ) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    servers = []
+    for host in ("host-a", "host-b"):
+        local = tmp_path / host  # each "host" has its own disk: data and lock directories
+        env = {**moto_s3.env(bucket), "ENGRAM_COMPRESSION_ENABLED": "false",
+               "ENGRAM_LOCK_DIR": str(local / "locks")}
+        servers.append(ServerProcess(local / "data", name=f"race-{host}", env=env))
+    a, b = servers
+    try:
+        for server in (a, b):
+            server.start(wait=False)
+        for server in (a, b):
+            server.wait_ready(timeout=READY_SECONDS)
+        yield a, b
+    finally:
+        for server in (a, b):
+            server.stop()
+            print(f"--- {server.log_path} ---\n{server.log_tail(60)}")
+        # Nothing was shared through the local disks: no table, no lock file on either.
+        for server in (a, b):
+            assert not (server.data_dir / "lancedb").exists()
+            assert not (server.data_dir.parent / "locks").exists()
