@@ -123,7 +123,10 @@ def _progress(total: int | None, unit: str) -> Any:
 def _export(engram: Client, args: argparse.Namespace) -> None:
     target = args.output or f"{args.namespace}.engram.ndjson"
     to_stdout = target == "-"
-    out: IO[bytes] = sys.stdout.buffer if to_stdout else Path(target).open("wb")  # noqa: SIM115
+    # Written beside the target and renamed when complete: a broken export leaves no
+    # truncated file that looks whole.
+    partial = Path(f"{target}.part")
+    out: IO[bytes] = sys.stdout.buffer if to_stdout else partial.open("wb")
     written = -1  # the header is not a record
     try:
         with engram.export_namespace(args.namespace, vectors=args.vectors) as export, \
@@ -133,9 +136,14 @@ def _export(engram: Client, args: argparse.Namespace) -> None:
                 written += 1
                 if written > 0:
                     bar.update(1)
-    finally:
+    except BaseException:
         if not to_stdout:
             out.close()
+            partial.unlink(missing_ok=True)
+        raise
+    if not to_stdout:
+        out.close()
+        partial.replace(target)
     counts = ", ".join(f"{n} {kind}" for kind, n in export.header["counts"].items())
     print(f"exported {args.namespace}: {written} records ({counts})"
           f"{'' if to_stdout else ' to ' + target}", file=sys.stderr)

@@ -8,6 +8,7 @@ stream): the tools answer once, and proxies pass JSON untouched.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -56,9 +57,30 @@ class McpEndpoint:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The transport's task group: entered once, by the app's lifespan."""
-        async with self._manager.run():
+        """The transport's task group, for the app's lifespan (entered once).
+
+        The SDK's `run()` holds an anyio task group, which must be exited by the task that
+        entered it; a lifespan may be started and ended by two tasks (pytest-asyncio's
+        fixtures are), so one task of its own holds it from start to stop.
+        """
+        started, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with self._manager.run():
+                started.set()
+                await stop.wait()
+
+        holder = asyncio.create_task(hold(), name="mcp-session-manager")
+        ready = asyncio.create_task(started.wait())
+        await asyncio.wait({holder, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if holder.done():  # it failed to start: say why
+            ready.cancel()
+            holder.result()
+        try:
             yield
+        finally:
+            stop.set()
+            await holder
 
 
 def mcp_route(state: Callable[[], AppState], settings: Settings) -> tuple[Route, McpEndpoint]:

@@ -75,6 +75,9 @@ class TestRecallAndMemories:
     def test_errors_name_the_api_code(self, server: ServerProcess, tmp_path: Path) -> None:
         done = engram(server, "recall", "bob", "anything", cwd=tmp_path, expect=1)
         assert "403 forbidden" in done.stderr and "'bob'" in done.stderr
+        refused = engram(server, "export", "bob", "-o", "bob.ndjson", cwd=tmp_path, expect=1)
+        assert "403 forbidden" in refused.stderr
+        assert list(tmp_path.iterdir()) == []  # no file, not even a partial one
 
 
 class TestExportImport:

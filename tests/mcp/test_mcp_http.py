@@ -107,6 +107,26 @@ class TestTools:
         assert found["items"][0]["id"] == first["id"] and found["items"][0]["pinned"]
         assert "conflict: " in error_text(refused) and "pinned" in error_text(refused)
 
+    @pytest.mark.parametrize(("note", "question", "language"), [
+        ("My dentist appointment is on the 14th at 9am.", "when is my dentist?", "en"),
+        ("我的牙医预约在十四号上午九点。", "我什么时候看牙医？", "zh"),
+    ])
+    async def test_the_recalled_block_sent_back_makes_no_memory(
+            self, server: ServerProcess, note: str, question: str, language: str) -> None:
+        namespace = f"alice-echo-{language}"
+        async with mcp_client(server, ADMIN) as client:
+            await client.call_tool("remember", {"namespace": namespace, "note": note})
+            recalled = payload(await client.call_tool("recall", {
+                "namespace": namespace, "query": question, "language": language}))
+            assert recalled["block"]
+            echoed = payload(await client.call_tool("remember", {
+                "namespace": namespace, "session_id": "chat-2", "messages": [
+                    {"msg_id": "sys", "role": "system", "content": recalled["block"]},
+                    {"msg_id": "q", "role": "user", "content": question}]}))
+            listed = payload(await client.call_tool("list_memories", {"namespace": namespace}))
+        assert echoed["firewalled"] == ["sys"] and echoed["new"] == 2
+        assert all(recalled["block"] not in m["text"] for m in listed["items"])
+
     async def test_forget_removes_it_from_recall(self, server: ServerProcess) -> None:
         async with mcp_client(server, ALICE) as client:
             stored = payload(await client.call_tool(

@@ -33,6 +33,7 @@ class StoreResult(TypedDict):
     skipped: int
     memories_created: list[str]
     memories_updated: list[str]
+    firewalled: list[str]  # msg_ids of Engram's own text sent back: logged, no memory
     job_id: str | None
 
 
