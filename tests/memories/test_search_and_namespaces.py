@@ -103,6 +103,15 @@ class TestUnknownQueryParameters:
         assert error["code"] == "invalid_request"
         assert any(d["field"] == f"query.{name}" for d in error["details"]), error
 
+    async def test_a_post_route_refuses_them_too(self, client: Any) -> None:
+        # `wait` belongs in the body: as a query parameter it was silently ignored.
+        response = await client.post("/v1/store?wait=false", json={
+            "namespace": "alice", "session_id": "s1",
+            "messages": [{"role": "user", "content": "我明天去北京出差。"}]})
+        assert response.status_code == 422
+        assert response.json()["error"]["details"][0]["field"] == "query.wait"
+        assert await all_memories(client) == []
+
     async def test_declared_parameters_still_work(self, client: Any) -> None:
         await store(client, EN)
         response = await client.get("/v1/memories", params={"namespace": "alice", "limit": 1})
