@@ -133,16 +133,16 @@ async def main() -> None:
             runs.append((f"bucket (moto), read consistency {consistency:g} s",
                          base_settings(root / bucket, args, read_consistency_seconds=consistency,
                                        **moto.settings(bucket)), counter))
+        print("| tables on | memories | in the namespace | recall p50 ms | recall p95 ms | "
+              "recall mean ms | store p50 ms | store p95 ms | S3 requests per recall / store |")
+        print("|---|---|---|---|---|---|---|---|---|", flush=True)
         for label, settings, count in runs:
             print(f"{label}:", file=sys.stderr)
             rows.append(await run_one(label, settings, model, args, count))
+            print(rows[-1], flush=True)  # each row as soon as it is measured
     finally:
         moto.stop()
         shutil.rmtree(root, ignore_errors=True)
-    print("| tables on | memories | in the namespace | recall p50 ms | recall p95 ms | "
-          "recall mean ms | store p50 ms | store p95 ms | S3 requests per recall / store |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
 
 
 if __name__ == "__main__":

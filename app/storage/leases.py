@@ -41,8 +41,10 @@ import structlog
 log = structlog.get_logger(__name__)
 
 LEASE_PREFIX = "_engram/leases"
-# Pauses between attempts while another server holds the lease: each attempt is a request.
-_POLL_SECONDS = (0.02, 0.05, 0.1, 0.2, 0.3)
+# Pauses between attempts while another server holds the lease: each attempt is a GET. As
+# short as the lock files' polling, or a server releasing and re-taking a lease at once
+# would starve a waiting server for longer (there is no queue of waiters).
+_POLL_SECONDS = (0.01, 0.02, 0.05, 0.1)
 
 
 def _host_identity() -> str:

@@ -48,7 +48,7 @@ def two_servers(tmp_path: Path, moto_s3: MotoS3, bucket: str
     for host in ("host-a", "host-b"):
         local = tmp_path / host  # each "host" has its own disk: data and lock directories
         env = {**moto_s3.env(bucket), "ENGRAM_COMPRESSION_ENABLED": "false",
-               "ENGRAM_LOCK_DIR": str(local / "locks")}
+               "ENGRAM_LOCK_DIR": str(local / "locks"), "ENGRAM_LOG_LEVEL": "INFO"}
         servers.append(ServerProcess(local / "data", name=f"race-{host}", env=env))
     a, b = servers
     try:
@@ -61,6 +61,14 @@ def two_servers(tmp_path: Path, moto_s3: MotoS3, bucket: str
         for server in (a, b):
             server.stop()
             print(f"--- {server.log_path} ---\n{server.log_tail(60)}")
+        import json as _json
+
+        from tests.store.test_processes import storage_rows
+        dump = {t: storage_rows(a, t, "namespace = 'race'", cols) for t, cols in (
+            ("memories", ["id", "session_id", "msg_ids", "state", "updated_at"]),
+            ("messages", ["session_id", "msg_id", "state", "content_hash"]))}
+        (tmp_path / "dump.json").write_text(_json.dumps(dump, default=str, indent=1))
+        print("DUMP", tmp_path / "dump.json")
         # Nothing was shared through the local disks: no table, no lock file on either.
         for server in (a, b):
             assert not (server.data_dir / "lancedb").exists()
