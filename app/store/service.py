@@ -240,6 +240,15 @@ class StoreService:
                 found = await self._repo.get_job(job_id)
                 if found is not None and found.state == JobState.queued:
                     jobs[job_id] = found
+        if any(job_id not in outcome.job_ids for job_id in jobs):
+            # A job whose messages reached the raw log after this build read it is not
+            # finished: its messages are still pending and the build queued by its store
+            # finishes it. A job with no pending message (its raw-log write was lost in a
+            # crash, or built by another process) is finished here.
+            still_pending = {m.job_id for m in await self._repo.session_messages(
+                namespace, session_id) if m.state == "pending" and m.job_id}
+            jobs = {i: j for i, j in jobs.items()
+                    if i in outcome.job_ids or i not in still_pending}
         now = datetime.now(UTC)
         for job in jobs.values():
             result = json.loads(job.result or "{}")
