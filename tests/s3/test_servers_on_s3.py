@@ -18,10 +18,6 @@ from pathlib import Path
 
 import pytest
 
-# The two-server race is not re-run on the bucket yet: it passed 1 run in 3 at load 12-18
-# (messages of the last batch left pending, the two servers' memories apart), and a flaky test
-# in CI proves nothing. The fixture below is what it runs with; issue 18 stays open on it.
-from tests.integrity.test_two_servers import READY_SECONDS
 from tests.procs import ServerProcess
 from tests.s3.moto_server import MotoS3
 from tests.store.test_processes import (  # noqa: F401
@@ -29,6 +25,11 @@ from tests.store.test_processes import (  # noqa: F401
 )
 
 pytestmark = pytest.mark.slow
+
+# The two-server race is not re-run on the bucket yet: it passed 1 run in 3 at load 12-18
+# (messages of the last batch left pending, the two servers' memories apart), and a flaky test
+# in CI proves nothing (its bucket fixture, with a dump of both servers' rows, is in git history:
+# commit 4c2ed5a). Issue 18 stays open on it.
 
 
 @pytest.fixture
@@ -39,37 +40,3 @@ def crash_server(tmp_path: Path, moto_s3: MotoS3, bucket: str) -> Iterator[Serve
     finally:
         server.stop()
         print(f"--- {server.log_path} ---\n{server.log_tail(40)}")
-
-
-@pytest.fixture
-def two_servers(tmp_path: Path, moto_s3: MotoS3, bucket: str
-                ) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    servers = []
-    for host in ("host-a", "host-b"):
-        local = tmp_path / host  # each "host" has its own disk: data and lock directories
-        env = {**moto_s3.env(bucket), "ENGRAM_COMPRESSION_ENABLED": "false",
-               "ENGRAM_LOCK_DIR": str(local / "locks"), "ENGRAM_LOG_LEVEL": "INFO"}
-        servers.append(ServerProcess(local / "data", name=f"race-{host}", env=env))
-    a, b = servers
-    try:
-        for server in (a, b):
-            server.start(wait=False)
-        for server in (a, b):
-            server.wait_ready(timeout=READY_SECONDS)
-        yield a, b
-    finally:
-        for server in (a, b):
-            server.stop()
-            print(f"--- {server.log_path} ---\n{server.log_tail(60)}")
-        import json as _json
-
-        from tests.store.test_processes import storage_rows
-        dump = {t: storage_rows(a, t, "namespace = 'race'", cols) for t, cols in (
-            ("memories", ["id", "session_id", "msg_ids", "state", "updated_at"]),
-            ("messages", ["session_id", "msg_id", "state", "content_hash"]))}
-        (tmp_path / "dump.json").write_text(_json.dumps(dump, default=str, indent=1))
-        print("DUMP", tmp_path / "dump.json")
-        # Nothing was shared through the local disks: no table, no lock file on either.
-        for server in (a, b):
-            assert not (server.data_dir / "lancedb").exists()
-            assert not (server.data_dir.parent / "locks").exists()
