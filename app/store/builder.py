@@ -36,9 +36,9 @@ from app.storage.records import (
 from app.storage.repository import Repository
 from app.store.chunker import Chunk, assign_ids, is_long, plan_chunks, split_long
 from app.store.firewall import (
-    MIN_QUOTED_CHARS,
     QUOTING_ROLES,
     carries_block,
+    long_enough_to_quote,
     memory_lines,
     quoted_lines,
     quotes_only_memories,
@@ -168,11 +168,11 @@ class MemoryBuilder:
             if message.role not in QUOTING_ROLES:
                 continue
             lines = quoted_lines(message.content)
-            if sum(len(line) for line in lines) < MIN_QUOTED_CHARS:
-                continue
+            if not long_enough_to_quote(lines):
+                continue  # too short to be a quote: no search needed
             texts = await self._repo.memory_texts_like(
                 namespace, words_of(message.content), limit=min(50, 5 + 2 * len(lines)))
-            if quotes_only_memories(message.content, memory_lines(texts)):
+            if quotes_only_memories(lines, memory_lines(texts)):
                 found.add(message.msg_id)
         if found:
             log.info("firewall_kept_out", namespace=namespace, messages=len(found))

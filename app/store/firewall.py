@@ -87,9 +87,14 @@ def words_of(content: str) -> str:
     return "\n".join(_ROLE.sub("", line, count=1) for line in content.split("\n"))
 
 
-def quotes_only_memories(content: str, known: set[str]) -> bool:
-    """Whether every text line of `content` is a line of a stored memory (`known`), and
-    together they are long enough to be a quote rather than a coincidence."""
-    lines = quoted_lines(content)
+def long_enough_to_quote(lines: list[str]) -> bool:
+    """Whether these normalised lines together are long enough to be a quote rather than a
+    coincidence (`MIN_QUOTED_CHARS`)."""
+    return sum(len(line) for line in lines) >= MIN_QUOTED_CHARS
+
+
+def quotes_only_memories(lines: list[str], known: set[str]) -> bool:
+    """Whether a message's text lines (`quoted_lines`) are all lines of stored memories
+    (`known`), and together long enough to be a quote rather than a coincidence."""
     return bool(lines) and all(line in known for line in lines) \
-        and sum(len(line) for line in lines) >= MIN_QUOTED_CHARS
+        and long_enough_to_quote(lines)
