@@ -29,14 +29,14 @@ from app.recall.schemas import BlockLanguage
 from app.recall.service import _Candidate, _Packed, _public, render_block
 from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository
+from app.time_range import as_utc
 
 _DURABLE_CATEGORIES = ("decision", "preference")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _moment(memory: MemoryRecord) -> datetime:
-    when = memory.time_end or memory.time_start or memory.created_at or _EPOCH
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+    return as_utc(memory.time_end or memory.time_start or memory.created_at or _EPOCH)
 
 
 def _by_importance(memories: Sequence[MemoryRecord]) -> list[MemoryRecord]:
@@ -45,11 +45,8 @@ def _by_importance(memories: Sequence[MemoryRecord]) -> list[MemoryRecord]:
 
 
 def _latest(sessions: Sequence[SessionRecord]) -> SessionRecord | None:
-    def stored(s: SessionRecord) -> datetime:
-        when = s.updated_at or s.stored_at or _EPOCH
-        return when.replace(tzinfo=UTC) if when.tzinfo is None else when
-
-    return max(sessions, key=lambda s: (stored(s), s.session_id), default=None)
+    return max(sessions, key=lambda s: (as_utc(s.updated_at or s.stored_at or _EPOCH),
+                                        s.session_id), default=None)
 
 
 class ContextService:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 
 import numpy as np
@@ -40,6 +39,7 @@ from app.recall.text import Coverage
 from app.recall.when import TimeHint
 from app.storage.records import MemoryRecord
 from app.storage.repository import SearchFilter
+from app.time_range import as_utc
 from app.validation import MessageId
 
 # --- API shapes --------------------------------------------------------------------------
@@ -301,14 +301,13 @@ def _excluded_by(memory: MemoryRecord, where: SearchFilter) -> tuple[str, str] |
                               f"belongs to session {memory.session_id!r}")
     end = memory.time_end or memory.created_at
     start = memory.time_start or memory.created_at
-    if where.time_from is not None and end is not None and _utc(end) < _utc(where.time_from):
-        return "time_from", (f"its messages end {_utc(end).isoformat()}, before time_from "
-                             f"{_utc(where.time_from).isoformat()}")
-    if where.time_to is not None and start is not None and _utc(start) > _utc(where.time_to):
-        return "time_to", (f"its messages start {_utc(start).isoformat()}, after time_to "
-                           f"{_utc(where.time_to).isoformat()}")
+    if where.time_from is not None and end is not None \
+            and as_utc(end) < as_utc(where.time_from):
+        return "time_from", (f"its messages end {as_utc(end).isoformat()}, before time_from "
+                             f"{as_utc(where.time_from).isoformat()}")
+    if where.time_to is not None and start is not None \
+            and as_utc(start) > as_utc(where.time_to):
+        return "time_to", (f"its messages start {as_utc(start).isoformat()}, after time_to "
+                           f"{as_utc(where.time_to).isoformat()}")
     return None
 
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
