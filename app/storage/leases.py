@@ -14,7 +14,17 @@ scheme):
   TTL (measured on its own monotonic clock, so clocks of different hosts never matter)
   takes the lease over with `If-Match` on that etag. On the holder's own host a waiter need
   not wait that long: an owner process that no longer exists there is dead at once (a server
-  restarted after a crash gets its namespaces back without waiting out the TTL).
+  restarted after a crash gets its namespaces back without waiting out the TTL);
+- turns are fair between servers: a server that finds the lease held writes itself into
+  the lease as its `waiter` (`If-Match`, one slot, first come), and the holder's release
+  hands the lease to that server (`next`). Any other server, the releasing one included,
+  leaves a handed-over lease alone for `handoff_grace` seconds (its own clock again), so a
+  server with a queue of its own writes cannot re-take the lease between its release and
+  the waiting server's next poll. Without this, one busy server kept a namespace for
+  minutes while the other's requests timed out (the two-server race on a bucket: lock waits
+  of 98 s and more);
+- every acquisition increments the lease's `epoch`, a fencing token: the holder of epoch
+  N knows no write of epoch N-1 is still allowed to start.
 
 Every step is one conditional request, so two servers can never both believe they hold one
 lease, short of a holder paused for longer than the TTL (then its next renewal fails and
@@ -75,6 +85,8 @@ class Lease:
     etag: str
     renewals: int = 0
     lost: bool = False
+    epoch: int = 1  # acquisitions of this lease so far, this one included (fencing token)
+    waiter: str | None = None  # the server waiting for it, as last read or written
     renewer: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -91,6 +103,11 @@ class LeaseStore:
         self.ttl = ttl
         self._host = _host_identity()
         self._pid = os.getpid()
+        # This server as a waiter: a lease released while it waits is handed to it.
+        self.identity = f"{self._host}:{self._pid}:{uuid.uuid4().hex[:12]}"
+        # How long a lease handed to a waiting server is left to it: it polls every 0.1 s at
+        # most; a waiter that gave up costs the others this long once.
+        self.handoff_grace = min(max(1.0, ttl / 10), 5.0)
         # name -> (etag, monotonic time first seen) of leases other processes hold.
         self._seen: dict[str, tuple[str, float]] = {}
         self.takeovers = 0
@@ -98,9 +115,11 @@ class LeaseStore:
     def _path(self, name: str) -> str:
         return f"{LEASE_PREFIX}/{name}.lease"
 
-    def _body(self, lease_token: str, state: str, renewals: int) -> bytes:
+    def _body(self, lease_token: str, state: str, renewals: int, *, epoch: int,
+              waiter: str | None = None, handed_to: str | None = None) -> bytes:
         return json.dumps({"owner": lease_token, "host": self._host, "pid": self._pid,
                            "state": state, "renewals": renewals, "ttl": self.ttl,
+                           "epoch": epoch, "waiter": waiter, "next": handed_to,
                            "written_at": time.time()}).encode()
 
     async def _read(self, name: str) -> tuple[dict[str, Any], str] | None:
@@ -145,25 +164,58 @@ class LeaseStore:
         ttl = float(body.get("ttl") or self.ttl)
         return now - seen[1] > max(ttl, self.ttl)
 
+    def _handed_elsewhere(self, name: str, body: dict[str, Any], etag: str) -> bool:
+        """Whether a free lease was handed to another waiting server that may still take it."""
+        handed_to = body.get("next")
+        if not handed_to or handed_to == self.identity:
+            return False
+        seen = self._seen.get(name)
+        now = time.monotonic()
+        if seen is None or seen[0] != etag:
+            self._seen[name] = (etag, now)
+            return True
+        return now - seen[1] <= self.handoff_grace
+
+    async def _wait_in_line(self, name: str, body: dict[str, Any], etag: str) -> None:
+        """Write this server into a held lease as its waiter, if the slot is free."""
+        if body.get("waiter") is not None:
+            return  # someone is first in line (perhaps this server already)
+        etag_now = await self._put(name, json.dumps({**body, "waiter": self.identity}).encode(),
+                                   etag=etag)
+        seen = self._seen.get(name)
+        if etag_now is not None and seen is not None and seen[0] == etag:
+            # Our own write is no sign of life of the holder: its TTL clock runs on.
+            self._seen[name] = (etag_now, seen[1])
+
     async def try_acquire(self, name: str) -> Lease | None:
         """One attempt: the lease if it was free (or its holder dead), else None."""
         token = uuid.uuid4().hex
         current = await self._read(name)
+        waiter: str | None = None
+        epoch = 1
         if current is None:
-            etag = await self._put(name, self._body(token, "held", 0), etag=None)
+            etag = await self._put(name, self._body(token, "held", 0, epoch=epoch), etag=None)
         else:
             body, old = current
             if body.get("state") == "held":
                 if not self._holder_is_dead(name, body, old):
+                    await self._wait_in_line(name, body, old)
                     return None
                 log.warning("lease_taken_over", lease=name, owner=body.get("owner"),
                             host=body.get("host"), pid=body.get("pid"))
                 self.takeovers += 1
-            etag = await self._put(name, self._body(token, "held", 0), etag=old)
+            elif self._handed_elsewhere(name, body, old):
+                return None
+            waiter = body.get("waiter")
+            if waiter == self.identity:
+                waiter = None  # served
+            epoch = int(body.get("epoch") or 0) + 1
+            etag = await self._put(name, self._body(token, "held", 0, epoch=epoch,
+                                                    waiter=waiter), etag=old)
         if etag is None:
             return None
         self._seen.pop(name, None)
-        lease = Lease(name, token, etag)
+        lease = Lease(name, token, etag, epoch=epoch, waiter=waiter)
         lease.renewer = asyncio.create_task(self._renew(lease), name=f"lease-{name}")
         return lease
 
@@ -180,26 +232,41 @@ class LeaseStore:
             if lease is not None:
                 return lease
             if time.monotonic() > deadline:
+                await self._leave_line(name)
                 raise TimeoutError(name)
             await asyncio.sleep(_POLL_SECONDS[min(attempt, len(_POLL_SECONDS) - 1)])
             attempt += 1
 
+    async def _leave_line(self, name: str) -> None:
+        """A waiter that gives up takes its name out of the lease (best effort: a stale
+        entry costs the next release `handoff_grace` seconds)."""
+        with contextlib.suppress(Exception):
+            current = await self._read(name)
+            if current is not None and current[0].get("waiter") == self.identity:
+                await self._put(name, json.dumps({**current[0], "waiter": None}).encode(),
+                                etag=current[1])
+
     async def _rewrite(self, lease: Lease, state: str) -> bool:
-        """Write our lease again (renewed, or free); False when it is no longer ours."""
+        """Write our lease again (renewed, or free and handed to its waiter); False when it
+        is no longer ours."""
         renewals = lease.renewals + 1
-        etag = await self._put(lease.name, self._body(lease.token, state, renewals),
-                               etag=lease.etag)
-        if etag is None:
-            # A write of ours may have landed unanswered (a cancelled renewal): still ours?
+        etag_seen = lease.etag
+        for _ in range(3):
+            waiter = lease.waiter
+            body = self._body(lease.token, state, renewals, epoch=lease.epoch,
+                              waiter=waiter if state == "held" else None,
+                              handed_to=None if state == "held" else waiter)
+            etag = await self._put(lease.name, body, etag=etag_seen)
+            if etag is not None:
+                lease.etag, lease.renewals = etag, renewals
+                return True
+            # A waiter wrote itself in, or a write of ours landed unanswered (a cancelled
+            # renewal): still ours?
             current = await self._read(lease.name)
             if current is None or current[0].get("owner") != lease.token:
                 return False
-            etag = await self._put(lease.name, self._body(lease.token, state, renewals),
-                                   etag=current[1])
-            if etag is None:
-                return False
-        lease.etag, lease.renewals = etag, renewals
-        return True
+            lease.waiter, etag_seen = current[0].get("waiter"), current[1]
+        return False
 
     async def _renew(self, lease: Lease) -> None:
         while True:

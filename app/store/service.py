@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 import structlog
 
 from app.config import Settings
-from app.errors import BadRequest, NotFound, PayloadTooLarge
+from app.errors import BadRequest, NotFound, PayloadTooLarge, Unavailable
 from app.locks import NamespaceLocks
 from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
@@ -39,6 +39,10 @@ from app.store.schemas import (
 )
 
 log = structlog.get_logger(__name__)
+
+# A background build whose namespace stayed busy past the lock timeout (another server's
+# builds, on a bucket) is queued again after this long, not left for the next start-up.
+_BUSY_RETRY_SECONDS = 2.0
 
 
 def content_hash(role: str, content: str) -> str:
@@ -111,6 +115,7 @@ class StoreService:
         self._settings = settings
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[tuple[str, str]] = set()
+        self._deferred: set[tuple[str, str]] = set()  # busy namespaces, queued again soon
         self._worker: asyncio.Task[None] | None = None
         self._building = False
         self.heartbeat: datetime | None = None
@@ -313,6 +318,11 @@ class StoreService:
                     await self._build(namespace, session_id)
             except asyncio.CancelledError:
                 raise
+            except Unavailable as busy:  # LockTimeout, or the lease store did not answer
+                # The messages are acknowledged: build them once the namespace is free.
+                log.warning("store_build_deferred", namespace=namespace, session_id=session_id,
+                            retry_seconds=_BUSY_RETRY_SECONDS, reason=str(busy)[:200])
+                self._retry_later(key)
             except Exception:
                 # One bad session must not stop the others; it stays pending and is retried
                 # at the next start-up or the next store call on it.
@@ -320,10 +330,20 @@ class StoreService:
             finally:
                 self._building = False
 
+    def _retry_later(self, key: tuple[str, str]) -> None:
+        self._deferred.add(key)
+
+        def again() -> None:
+            self._deferred.discard(key)
+            self.enqueue(*key)
+
+        asyncio.get_running_loop().call_later(_BUSY_RETRY_SECONDS, again)
+
     async def idle(self) -> None:
         """Wait until the background queue is drained (tests and benchmarks)."""
         # Polling keeps the worker free of test-only signalling; this is not on a hot path.
-        while self._queued or self._building or not self._queue.empty():  # noqa: ASYNC110
+        while (self._queued or self._deferred or self._building  # noqa: ASYNC110
+               or not self._queue.empty()):
             await asyncio.sleep(0.05)
 
     # --- jobs ----------------------------------------------------------------------------

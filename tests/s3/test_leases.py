@@ -136,3 +136,35 @@ async def test_namespace_locks_on_leases_time_out_with_503_error(store: Any,
         pass
     # Separate lock directories, and no lock file in either: the bucket orders them.
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+async def test_a_waiting_server_gets_the_lease_next_while_the_holder_has_more_work(
+        store: Any, tmp_path: Any) -> None:
+    """A server with a queue of its own writes must not keep the lease for all of them: a
+    release with no queue of waiters across hosts let the holder's next local write re-take
+    it before the other server's poll came round (the two-server race on a bucket saw
+    98 s lock waits). Once the other server waits, the holder gets at most one more turn."""
+    busy = NamespaceLocks(tmp_path / "a", timeout=60, leases=LeaseStore(store, ttl=30))
+    other = NamespaceLocks(tmp_path / "b", timeout=60, leases=LeaseStore(store, ttl=30))
+    stop = asyncio.Event()
+    busy_turns = 0
+
+    async def busy_writer() -> None:
+        nonlocal busy_turns
+        while not stop.is_set():
+            async with busy.hold("shared"):
+                busy_turns += 1
+                await asyncio.sleep(0.15)
+
+    writers = [asyncio.create_task(busy_writer()) for _ in range(3)]  # never an empty queue
+    await asyncio.sleep(0.5)
+    turns_while_waiting = []
+    for _ in range(6):
+        before = busy_turns
+        async with other.hold("shared", max_wait=60):
+            turns_while_waiting.append(busy_turns - before)
+    stop.set()
+    await asyncio.gather(*writers)
+    # The holder's current turn, and one more if it released before the waiter's
+    # registration landed (its If-Match then failed and it registers on the next turn).
+    assert max(turns_while_waiting) <= 2, turns_while_waiting
