@@ -34,6 +34,8 @@ from app.storage.leases import LeaseStore
 log = structlog.get_logger(__name__)
 
 _POLL_SECONDS = (0.002, 0.005, 0.01, 0.02, 0.05)
+# A hold longer than this is logged (`lock_held`): what the others waited behind.
+_LONG_HOLD_SECONDS = 2.0
 
 
 class NamespaceLocks:
@@ -107,10 +109,12 @@ class NamespaceLocks:
                         f"namespace {namespace!r}: its write lease in the object store could "
                         "not be taken (the store did not answer); retry later") from None
                 self._waited(namespace, started)
+                taken = time.monotonic()
                 try:
                     yield
                 finally:
                     await asyncio.shield(self._leases.release(lease))
+                    self._held(namespace, name, taken)
                 return
             file_lock = self._files.get(name)
             if file_lock is None:
@@ -127,10 +131,12 @@ class NamespaceLocks:
                     await asyncio.sleep(_POLL_SECONDS[min(attempt, len(_POLL_SECONDS) - 1)])
                     attempt += 1
             self._waited(namespace, started)
+            taken = time.monotonic()
             try:
                 yield
             finally:
                 file_lock.release()
+                self._held(namespace, name, taken)
         finally:
             local.release()
 
@@ -141,6 +147,14 @@ class NamespaceLocks:
             self.on_wait(waited)
         if waited > 1:
             log.info("lock_waited", namespace=namespace, seconds=round(waited, 3))
+
+    @staticmethod
+    def _held(namespace: str, name: str, taken: float) -> None:
+        # Who keeps a namespace busy: the request (request_id) or background job holding it.
+        held = time.monotonic() - taken
+        if held > _LONG_HOLD_SECONDS:
+            log.info("lock_held", namespace=namespace, log_lock=name != namespace,
+                     seconds=round(held, 3))
 
     @staticmethod
     def _timeout_error(namespace: str, limit: float) -> LockTimeout:
