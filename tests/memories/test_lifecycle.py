@@ -170,6 +170,36 @@ class TestWithRecall:
                         if e["event"] == "promoted"]
             assert "3 recall hits" in promoted[0]["note"]
 
+    async def test_one_flush_promotes_many_memories_in_two_commits(
+            self, open_client: Any) -> None:
+        """A hit flush holds the namespace's write lock: two commits per promoted memory
+        held it 10 s on a local disk and 88 s on a bucket for ~100 promotions, and every
+        store of the namespace waited (bench/object_store_latency.py)."""
+        notes = ["下周二上午九点去医院做体检，记得前一天晚上空腹。",
+                 "The dentist appointment moved to Friday at 3 pm, bring the insurance card.",
+                 "周末和小王去香山徒步，早上七点在地铁站集合。",
+                 "Renew the car insurance before the end of the month, the quote was 420 euros.",
+                 "孩子的数学作业每天晚上八点之前要检查完。",
+                 "The quarterly budget review with Lukas is on the 14th in the Lisbon office."]
+        async with open_client(promote_daily_hits=3, hit_flush_seconds=3600) as client:
+            ids = [await one_memory(client, [{"msg_id": "n", "role": "user", "content": n}],
+                                    session_id=f"s{i}") for i, n in enumerate(notes)]
+            for _ in range(3):
+                found = await recall_ids(client, "体检 dentist 徒步 insurance 作业 budget",
+                                         min_score=0, top_k=10)
+                assert set(ids) <= set(found)
+            writers = client.app.state.engram.repo.writers
+            before = {t: writers[t].commits for t in ("memories", "events")}
+            await client.app.state.engram.hits.flush()
+            # The hit counts, the promotions; their events.
+            assert writers["memories"].commits - before["memories"] == 2
+            assert writers["events"].commits - before["events"] == 1
+            for memory_id in ids:
+                memory = (await client.get(f"/v1/memories/{memory_id}")).json()
+                assert (memory["hit_count"], memory["tier"]) == (3, "daily")
+                events = (await evolution(client, memory_id))["events"]
+                assert [e["event"] for e in events].count("promoted") == 1
+
     async def test_forgotten_memory_leaves_recall_and_comes_back_restored(
         self, client: Any
     ) -> None:
