@@ -48,6 +48,9 @@ from app.store.firewall import (
 log = structlog.get_logger(__name__)
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# The most memory texts the firewall's one search per build reads (each message that could be
+# a quote adds its own share, 5 + 2 per line, at most 50): bounds a large import's search.
+_ECHO_CANDIDATES_MAX = 500
 
 
 @dataclass
@@ -159,8 +162,14 @@ class MemoryBuilder:
 
     async def _echoes(self, namespace: str, messages: Sequence[MessageRecord]) -> set[str]:
         """The msg_ids of `messages` that are Engram's own text sent back (firewall.py):
-        kept in the raw log, never made into memories."""
+        kept in the raw log, never made into memories.
+
+        One full-text search per build, whatever the number of messages: the words of every
+        message that could be a quote, together, with room in the limit for each one's own
+        candidates (a query per message cost a search per assistant turn of an import).
+        """
         found: set[str] = set()
+        quoting: list[tuple[MessageRecord, list[str]]] = []
         for message in messages:
             if carries_block(message.content):
                 found.add(message.msg_id)
@@ -168,12 +177,15 @@ class MemoryBuilder:
             if message.role not in QUOTING_ROLES:
                 continue
             lines = quoted_lines(message.content)
-            if not long_enough_to_quote(lines):
-                continue  # too short to be a quote: no search needed
+            if long_enough_to_quote(lines):  # shorter: no quote, no search needed
+                quoting.append((message, lines))
+        if quoting:
+            limit = min(_ECHO_CANDIDATES_MAX,
+                        sum(min(50, 5 + 2 * len(lines)) for _, lines in quoting))
             texts = await self._repo.memory_texts_like(
-                namespace, words_of(message.content), limit=min(50, 5 + 2 * len(lines)))
-            if quotes_only_memories(lines, memory_lines(texts)):
-                found.add(message.msg_id)
+                namespace, "\n".join(words_of(m.content) for m, _ in quoting), limit=limit)
+            known = memory_lines(texts)
+            found.update(m.msg_id for m, lines in quoting if quotes_only_memories(lines, known))
         if found:
             log.info("firewall_kept_out", namespace=namespace, messages=len(found))
         return found
