@@ -20,7 +20,8 @@ more urgent lanes go ahead of it (counted when they are taken for a pass, a quer
 job), then it goes next. Strict priority let two recall clients hold back a 10-message store
 for 48 s (1,433 recalls went first); now a store waits at most for that many queries plus the
 pass being encoded. Counting jobs, not milliseconds, keeps the rule the same on a busy
-machine and a quiet one.
+machine and a quiet one. A due job never follows another slice while questions wait: they
+take one pass between, so a question waits for at most one slice of stored text, as before.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class EmbeddingPool:
         self._batch_size = batch_size
         self._batch_wait = batch_wait_ms / 1000
         self._max_jobs_ahead = max(1, max_jobs_ahead)
+        self._last_lane = Lane.query  # the lane of the pass encoded last
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._jobs: list[_Job] = []
         self._seq = itertools.count()
@@ -201,9 +203,11 @@ class EmbeddingPool:
         return min(due, key=lambda job: job.seq) if due else None
 
     def _pop_next(self) -> _Job:
-        """The most urgent job, unless a less urgent one has waited its turn."""
+        """The most urgent job, unless a less urgent one has waited its turn (and the last
+        pass was not already one that questions waited behind)."""
         due = self._overdue()
-        if due is None:
+        questions_wait = self._jobs[0].lane == Lane.query
+        if due is None or (questions_wait and self._last_lane != Lane.query):
             return heapq.heappop(self._jobs)
         self._jobs.remove(due)
         heapq.heapify(self._jobs)
@@ -218,6 +222,7 @@ class EmbeddingPool:
                 self._arrived.clear()
                 await self._arrived.wait()
             first = self._pop_next()
+            self._last_lane = first.lane
             batch: list[_Job] = []
             self._taken(first, batch)
             if first.lane == Lane.query:

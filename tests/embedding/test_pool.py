@@ -4,6 +4,7 @@ models."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -171,5 +172,43 @@ async def test_background_work_lets_a_bounded_number_of_store_slices_go_ahead(
         # The slice being encoded when it arrived, 3 slices ahead of it, then its own pass.
         assert passes_until_done <= 1 + 3 + 1, passes_until_done
         assert pool.batches == 17
+    finally:
+        await pool.close()
+
+
+class _PassRecorder(EmbeddingPool):
+    """The real pool, noting whether each forward pass encoded questions or stored text."""
+
+    passes: list[bool]
+
+    def encode_blocking(self, texts: list[str], query: bool = False) -> Any:
+        self.passes.append(query)
+        return super().encode_blocking(texts, query)
+
+
+async def test_a_question_waits_for_at_most_one_store_slice_when_stores_are_due(
+        model: Any) -> None:
+    # Two imports are due after every pass of questions (max_jobs_ahead=1); going one after
+    # the other would make a waiting question sit through two slices. A pass of questions
+    # goes between them instead.
+    pool = _PassRecorder(model, name="test", batch_size=2, batch_wait_ms=0, max_jobs_ahead=1)
+    pool.passes = []
+    texts = [f"第{i}条：we moved the design review to Friday {i}" for i in range(8)]
+
+    async def asker(index: int) -> None:
+        for turn in range(10):
+            await pool.embed_query(f"what did we move to Friday? 周五 {index} {turn}")
+
+    try:
+        askers = [asyncio.create_task(asker(i)) for i in range(4)]
+        while pool.batches < 1:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        imports = [asyncio.create_task(pool.embed_many(texts)) for _ in range(2)]
+        await asyncio.gather(*imports)
+        passes_during_imports = list(pool.passes)
+        await asyncio.gather(*askers)
+        stored = [i for i, is_query in enumerate(passes_during_imports) if not is_query]
+        assert len(stored) == 8
+        assert all(b - a > 1 for a, b in itertools.pairwise(stored)), pool.passes
     finally:
         await pool.close()
