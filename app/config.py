@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     # While a forward pass runs, how long queries arriving meanwhile wait for companions to
     # share the next one (a lone query never waits).
     embedding_batch_wait_ms: float = Field(default=2.0, ge=0, le=100)
+    # Recall first, but bounded: a waiting store (or background) batch lets at most this many
+    # jobs of more urgent lanes (one query is one job) go ahead of it, then it goes next.
+    embedding_max_jobs_ahead: int = Field(default=16, ge=1, le=10_000)
 
     # --- store ---------------------------------------------------------------------------
     chunk_max_turns: int = Field(default=6, ge=1, le=50)

@@ -14,6 +14,14 @@ three lanes and the thread always takes the most urgent one next:
 Large batches go through in slices of `embedding_batch_size` texts, one slice in the queue per
 caller at a time, so a recall waits at most for the slice being encoded, never behind a whole
 import, and concurrent imports take turns slice by slice.
+
+Priority is bounded, so no lane starves: a job lets at most `embedding_max_jobs_ahead` jobs of
+more urgent lanes go ahead of it (counted when they are taken for a pass, a query being one
+job), then it goes next. Strict priority let two recall clients hold back a 10-message store
+for 48 s (1,433 recalls went first); now a store waits at most for that many queries plus the
+pass being encoded. Counting jobs, not milliseconds, keeps the rule the same on a busy
+machine and a quiet one. A due job never follows another slice while questions wait: they
+take one pass between, so a question waits for at most one slice of stored text, as before.
 """
 
 from __future__ import annotations
@@ -59,19 +67,23 @@ class _Job:
     future: asyncio.Future[Vector] = field(compare=False)
     # Encoded as questions ("query: " for e5), whatever lane it waits in.
     as_query: bool = field(compare=False, default=False)
+    # Jobs of more urgent lanes taken for a pass while this one waited.
+    overtaken: int = field(compare=False, default=0)
 
 
 class EmbeddingPool:
     """Async front of one loaded model. Vectors are L2-normalised (cosine = dot product)."""
 
     def __init__(self, encoder: Encoder, *, name: str, batch_size: int, batch_wait_ms: float,
-                 profile: ModelProfile | None = None) -> None:
+                 profile: ModelProfile | None = None, max_jobs_ahead: int = 16) -> None:
         self.encoder = encoder
         self.name = name
         self.profile = profile or profile_for(name)
         self.dim: int = int(encoder.dim)
         self._batch_size = batch_size
         self._batch_wait = batch_wait_ms / 1000
+        self._max_jobs_ahead = max(1, max_jobs_ahead)
+        self._last_lane = Lane.query  # the lane of the pass encoded last
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._jobs: list[_Job] = []
         self._seq = itertools.count()
@@ -96,6 +108,7 @@ class EmbeddingPool:
             batch_size=settings.embedding_batch_size,
             batch_wait_ms=settings.embedding_batch_wait_ms,
             profile=settings.model_profile,
+            max_jobs_ahead=settings.embedding_max_jobs_ahead,
         )
 
     # --- encoding ----------------------------------------------------------------------
@@ -154,8 +167,7 @@ class EmbeddingPool:
         """Jobs waiting for a forward pass now, all lanes (metrics read it at scrape time)."""
         return len(self._jobs)
 
-    async def _next_query_batch(self, first: _Job, concurrent: bool) -> list[_Job]:
-        batch = [first]
+    async def _next_query_batch(self, batch: list[_Job], concurrent: bool) -> list[_Job]:
         # One turn of the event loop: callers started in the same turn (gather) are in.
         await asyncio.sleep(0)
         self._take_queries(batch)
@@ -175,8 +187,31 @@ class EmbeddingPool:
 
     def _take_queries(self, batch: list[_Job]) -> None:
         while (len(batch) < self._batch_size and self._jobs
-               and self._jobs[0].lane == Lane.query):
-            batch.append(heapq.heappop(self._jobs))
+               and self._jobs[0].lane == Lane.query and self._overdue() is None):
+            self._taken(heapq.heappop(self._jobs), batch)
+
+    def _taken(self, job: _Job, batch: list[_Job]) -> None:
+        """Add `job` to the pass being formed; every less urgent job waiting is overtaken."""
+        batch.append(job)
+        for waiting in self._jobs:
+            if waiting.lane > job.lane:
+                waiting.overtaken += 1
+
+    def _overdue(self) -> _Job | None:
+        """The oldest waiting job that has let `max_jobs_ahead` jobs go ahead of it."""
+        due = [job for job in self._jobs if job.overtaken >= self._max_jobs_ahead]
+        return min(due, key=lambda job: job.seq) if due else None
+
+    def _pop_next(self) -> _Job:
+        """The most urgent job, unless a less urgent one has waited its turn (and the last
+        pass was not already one that questions waited behind)."""
+        due = self._overdue()
+        questions_wait = self._jobs[0].lane == Lane.query
+        if due is None or (questions_wait and self._last_lane != Lane.query):
+            return heapq.heappop(self._jobs)
+        self._jobs.remove(due)
+        heapq.heapify(self._jobs)
+        return due
 
     async def _run(self) -> None:
         assert self._arrived is not None
@@ -186,11 +221,12 @@ class EmbeddingPool:
             while not self._jobs:
                 self._arrived.clear()
                 await self._arrived.wait()
-            first = heapq.heappop(self._jobs)
+            first = self._pop_next()
+            self._last_lane = first.lane
+            batch: list[_Job] = []
+            self._taken(first, batch)
             if first.lane == Lane.query:
-                batch = await self._next_query_batch(first, concurrent)
-            else:
-                batch = [first]
+                batch = await self._next_query_batch(batch, concurrent)
             texts = [t for job in batch for t in job.texts]
             try:
                 vectors = await loop.run_in_executor(self._executor, self.encode_blocking,

@@ -48,6 +48,9 @@ from app.store.firewall import (
 log = structlog.get_logger(__name__)
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# The most memory texts the firewall's one search per build reads (each message that could be
+# a quote adds its own share, 5 + 2 per line, at most 50): bounds a large import's search.
+_ECHO_CANDIDATES_MAX = 500
 
 
 @dataclass
@@ -75,17 +78,25 @@ class MemoryBuilder:
         self._settings = settings
 
     async def build_session(self, namespace: str, session_id: str, *,
-                            without: frozenset[str] = frozenset()) -> BuildOutcome:
+                            without: frozenset[str] = frozenset(),
+                            raw_log: Sequence[MessageRecord] | None = None) -> BuildOutcome:
         """Bring the session's memories in line with its raw log. Caller holds the lock.
 
         Args:
             without: msg_ids to build as if already deleted from the raw log (a message
                 delete builds first and deletes the raw row after, so a failed build leaves
                 the raw log as it was).
+            raw_log: the session's raw log as the caller just wrote it under the raw-log
+                lock (a store saves reading it back); None: read here. Messages stored
+                after it are pending and built by the build their store queued.
         """
-        messages = [m for m in await self._repo.session_messages(namespace, session_id)
-                    if m.msg_id not in without]
-        memories = await self._repo.session_memories(namespace, session_id)
+        # Independent reads at once: each is a LanceDB query (and a version check).
+        stored_messages, memories, previous = await asyncio.gather(
+            self._repo.session_messages(namespace, session_id) if raw_log is None
+            else _ready(list(raw_log)),
+            self._repo.session_memories(namespace, session_id),
+            self._repo.get_session(namespace, session_id))
+        messages = [m for m in stored_messages if m.msg_id not in without]
         by_id = {m.msg_id: m for m in messages}
         pending = [m for m in messages if m.state == "pending"]
         pending_ids = {m.msg_id for m in pending}
@@ -139,8 +150,9 @@ class MemoryBuilder:
         pins = self._pins(pending, records, memories, now, gone=set(outcome.deleted))
         events += [pin_event(m, True, "stored with pinned: true", now) for m in pins]
 
-        # Order matters for crash safety: memories, then events, then the raw log marked done,
-        # then the ledger. Replaying any suffix of these steps is harmless.
+        # Order matters for crash safety: memories, then events, then the raw log marked done
+        # together with the ledger (both derived; a ledger written ahead of the raw log is
+        # rewritten by the replay). Replaying any suffix of these steps is harmless.
         await self._repo.upsert_memories(records)
         rewritten = {r.id for r in records}
         await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
@@ -149,9 +161,15 @@ class MemoryBuilder:
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted, namespace=namespace)
             await self._repo.delete_events(outcome.deleted)
-        await self._repo.mark_messages_done(pending)
+        # The session's memories now, without reading them back (the namespace lock keeps
+        # every other writer of this session's memories out).
+        gone = set(outcome.deleted) | rewritten
+        after = sorted([*(m for m in memories if m.id not in gone), *records],
+                       key=lambda m: (m.start_seq, m.part))
+        await asyncio.gather(
+            self._repo.mark_messages_done(pending),
+            self._update_ledger(namespace, session_id, messages, after, previous, now))
         outcome.messages_done = len(pending)
-        await self._update_ledger(namespace, session_id, messages, by_id, now)
         log.info("session_built", namespace=namespace, session_id=session_id,
                  created=len(outcome.created), updated=len(outcome.updated),
                  deleted=len(outcome.deleted), messages=len(pending))
@@ -159,8 +177,14 @@ class MemoryBuilder:
 
     async def _echoes(self, namespace: str, messages: Sequence[MessageRecord]) -> set[str]:
         """The msg_ids of `messages` that are Engram's own text sent back (firewall.py):
-        kept in the raw log, never made into memories."""
+        kept in the raw log, never made into memories.
+
+        One full-text search per build, whatever the number of messages: the words of every
+        message that could be a quote, together, with room in the limit for each one's own
+        candidates (a query per message cost a search per assistant turn of an import).
+        """
         found: set[str] = set()
+        quoting: list[tuple[MessageRecord, list[str]]] = []
         for message in messages:
             if carries_block(message.content):
                 found.add(message.msg_id)
@@ -168,12 +192,15 @@ class MemoryBuilder:
             if message.role not in QUOTING_ROLES:
                 continue
             lines = quoted_lines(message.content)
-            if not long_enough_to_quote(lines):
-                continue  # too short to be a quote: no search needed
+            if long_enough_to_quote(lines):  # shorter: no quote, no search needed
+                quoting.append((message, lines))
+        if quoting:
+            limit = min(_ECHO_CANDIDATES_MAX,
+                        sum(min(50, 5 + 2 * len(lines)) for _, lines in quoting))
             texts = await self._repo.memory_texts_like(
-                namespace, words_of(message.content), limit=min(50, 5 + 2 * len(lines)))
-            if quotes_only_memories(lines, memory_lines(texts)):
-                found.add(message.msg_id)
+                namespace, "\n".join(words_of(m.content) for m, _ in quoting), limit=limit)
+            known = memory_lines(texts)
+            found.update(m.msg_id for m, lines in quoting if quotes_only_memories(lines, known))
         if found:
             log.info("firewall_kept_out", namespace=namespace, messages=len(found))
         return found
@@ -389,10 +416,8 @@ class MemoryBuilder:
 
     async def _update_ledger(
         self, namespace: str, session_id: str, messages: Sequence[MessageRecord],
-        by_id: dict[str, MessageRecord], now: datetime,
+        memories: Sequence[MemoryRecord], previous: SessionRecord | None, now: datetime,
     ) -> None:
-        memories = await self._repo.session_memories(namespace, session_id)
-        previous = await self._repo.get_session(namespace, session_id)
         times = [m.time for m in messages if m.time is not None]
         first = messages[0] if messages else None
         await self._repo.upsert_session(SessionRecord(
@@ -427,6 +452,10 @@ def _without_contained(chunks: list[Chunk], *, settled: Sequence[set[str]]) -> l
             continue
         kept.append(chunk)
     return kept
+
+
+async def _ready(value: list[MessageRecord]) -> list[MessageRecord]:
+    return value
 
 
 def _replay_safe_id(memory: MemoryRecord, event: str) -> str:

@@ -142,14 +142,14 @@ class StoreService:
         ns, sid = request.namespace, request.session_id
         if not request.wait:
             # The cheap acknowledgement: only the raw-log lock, never behind a build.
-            result, _ = await self._write_raw_log(request, incoming)
+            result, _, _ = await self._write_raw_log(request, incoming)
             if result.job_id is not None:
                 self.enqueue(ns, sid)
         else:
             async with self._locks.hold(ns):
-                result, has_pending = await self._write_raw_log(request, incoming)
+                result, has_pending, raw_log = await self._write_raw_log(request, incoming)
                 if result.status == StoreStatus.stored:
-                    outcome = await self._build(ns, sid)
+                    outcome = await self._build(ns, sid, raw_log=raw_log)
                     result.memories_created = outcome.created
                     result.memories_updated = outcome.updated
                     result.firewalled = outcome.firewalled
@@ -162,14 +162,15 @@ class StoreService:
         return result
 
     async def _write_raw_log(self, request: StoreRequest, incoming: Sequence[Incoming]
-                             ) -> tuple[StoreResult, bool]:
+                             ) -> tuple[StoreResult, bool, list[MessageRecord] | None]:
         """Count new, changed and unchanged messages against the stored ones and write the
         new and changed ones as pending (with a queued job for `wait=false`).
 
         The acknowledgement point: after this the messages survive any crash. The raw-log
         lock makes the read and the write one step, so two stores of a session (also in two
-        processes) never count the same message twice. Returns the result and whether the
-        session holds messages not yet built.
+        processes) never count the same message twice. Returns the result, whether the
+        session holds messages not yet built, and for `wait=true` the session's raw log as
+        written (its build need not read it back).
         """
         ns, sid = request.namespace, request.session_id
         async with self._locks.hold_log(ns):
@@ -180,7 +181,7 @@ class StoreService:
             if stored and not request.incremental:
                 result.status = StoreStatus.skipped
                 result.skipped = len(incoming)
-                return result, has_pending
+                return result, has_pending, None
             records = self._raw_log_rows(request, incoming, stored)
             changed = [r for r in records if r.msg_id not in stored
                        or stored[r.msg_id].content_hash != r.content_hash]
@@ -189,10 +190,11 @@ class StoreService:
             result.skipped = len(incoming) - len(changed)
             if not records:
                 result.status = StoreStatus.unchanged
-                return result, has_pending
+                return result, has_pending, None
             if request.wait:
                 await self._repo.upsert_messages(records)
-                return result, True
+                raw_log = {**stored, **{r.msg_id: r for r in records}}
+                return result, True, sorted(raw_log.values(), key=lambda m: m.seq)
             now = datetime.now(UTC)
             job = JobRecord(id=f"job_{uuid.uuid4().hex}", namespace=ns, session_id=sid,
                             created_at=now, updated_at=now)
@@ -205,7 +207,7 @@ class StoreService:
             # a queued job without them is finished by that build.
             await asyncio.gather(self._repo.upsert_messages(records),
                                  self._repo.upsert_job(self._job_with_result(job, result)))
-            return result, True
+            return result, True, None
 
     def _raw_log_rows(
         self, request: StoreRequest, incoming: Sequence[Incoming], stored: dict[str, MessageRecord]
@@ -236,9 +238,10 @@ class StoreService:
             ))
         return rows
 
-    async def _build(self, namespace: str, session_id: str) -> BuildOutcome:
+    async def _build(self, namespace: str, session_id: str, *,
+                     raw_log: list[MessageRecord] | None = None) -> BuildOutcome:
         """Build the session's pending messages into memories; finish their jobs."""
-        outcome = await self._builder.build_session(namespace, session_id)
+        outcome = await self._builder.build_session(namespace, session_id, raw_log=raw_log)
         jobs = {j.id: j for j in await self._repo.unfinished_jobs(namespace, session_id)}
         for job_id in outcome.job_ids:
             if job_id not in jobs:

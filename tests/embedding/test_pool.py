@@ -4,6 +4,7 @@ models."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -114,3 +115,100 @@ def test_minilm_reads_chinese_as_unknown(minilm: Any) -> None:
     # Why MiniLM's ranking discounts its cosine on Chinese queries (unknown_share).
     assert minilm.unknown_share("年度读书分享会的报名时间") > 0.5
     assert minilm.unknown_share("annual book club sign-up") == 0.0
+
+
+async def test_a_store_batch_lets_a_bounded_number_of_queries_go_ahead_of_it(model: Any) -> None:
+    # Four askers, each with one question in flight, and passes of two: whenever the worker
+    # picks its next job, questions are waiting. Strict priority served all of them before
+    # the store; now the store lets exactly `max_jobs_ahead` go ahead of it (plus the pass
+    # being encoded when it arrived), and no fewer: recall still goes first.
+    ahead = 5
+    pool = EmbeddingPool(model, name="test", batch_size=2, batch_wait_ms=0,
+                         max_jobs_ahead=ahead)
+    questions = ["when is the dentist appointment", "下周二上午在哪里开会",
+                 "what does Alice like to drink", "我们的预算是多少"]
+    finished: list[str] = []
+
+    async def asker(index: int) -> None:
+        for turn in range(15):
+            await pool.embed_query(f"{questions[(index + turn) % len(questions)]} {turn}")
+            finished.append("query")
+
+    async def store() -> int:
+        queued_at = len(finished)
+        vectors = await pool.embed_many(["user: 我下周二上午去看牙医",
+                                         "assistant: Noted, Tuesday morning at the dentist."])
+        assert vectors.shape == (2, pool.dim)
+        finished.append("store")
+        return queued_at
+
+    try:
+        askers = [asyncio.create_task(asker(i)) for i in range(4)]
+        while len(finished) < 4:  # the askers are in full flow (polling the list)  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        queued_at = await store()
+        await asyncio.gather(*askers)
+        went_ahead = finished.index("store") - queued_at
+        assert ahead <= went_ahead <= ahead + 2, finished
+        assert finished.count("query") == 60
+    finally:
+        await pool.close()
+
+
+async def test_background_work_lets_a_bounded_number_of_store_slices_go_ahead(
+        model: Any) -> None:
+    # Two imports keep the store lane full; a compression summary (background) waits for at
+    # most `max_jobs_ahead` of their slices, not for both imports to finish.
+    pool = EmbeddingPool(model, name="test", batch_size=2, batch_wait_ms=0, max_jobs_ahead=3)
+    texts = [f"第{i}条：the renovation budget discussion number {i}" for i in range(16)]
+    try:
+        imports = [asyncio.create_task(pool.embed_many(texts)) for _ in range(2)]
+        while pool.batches < 1:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        queued_at = pool.batches
+        await pool.embed_many(["summary: 装修预算 discussion"], background=True)
+        passes_until_done = pool.batches - queued_at
+        await asyncio.gather(*imports)
+        # The slice being encoded when it arrived, 3 slices ahead of it, then its own pass.
+        assert passes_until_done <= 1 + 3 + 1, passes_until_done
+        assert pool.batches == 17
+    finally:
+        await pool.close()
+
+
+class _PassRecorder(EmbeddingPool):
+    """The real pool, noting whether each forward pass encoded questions or stored text."""
+
+    passes: list[bool]
+
+    def encode_blocking(self, texts: list[str], query: bool = False) -> Any:
+        self.passes.append(query)
+        return super().encode_blocking(texts, query)
+
+
+async def test_a_question_waits_for_at_most_one_store_slice_when_stores_are_due(
+        model: Any) -> None:
+    # Two imports are due after every pass of questions (max_jobs_ahead=1); going one after
+    # the other would make a waiting question sit through two slices. A pass of questions
+    # goes between them instead.
+    pool = _PassRecorder(model, name="test", batch_size=2, batch_wait_ms=0, max_jobs_ahead=1)
+    pool.passes = []
+    texts = [f"第{i}条：we moved the design review to Friday {i}" for i in range(8)]
+
+    async def asker(index: int) -> None:
+        for turn in range(10):
+            await pool.embed_query(f"what did we move to Friday? 周五 {index} {turn}")
+
+    try:
+        askers = [asyncio.create_task(asker(i)) for i in range(4)]
+        while pool.batches < 1:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        imports = [asyncio.create_task(pool.embed_many(texts)) for _ in range(2)]
+        await asyncio.gather(*imports)
+        passes_during_imports = list(pool.passes)
+        await asyncio.gather(*askers)
+        stored = [i for i, is_query in enumerate(passes_during_imports) if not is_query]
+        assert len(stored) == 8
+        assert all(b - a > 1 for a, b in itertools.pairwise(stored)), pool.passes
+    finally:
+        await pool.close()

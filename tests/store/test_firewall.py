@@ -110,6 +110,39 @@ class TestEngramsOwnText:
         assert result["firewalled"] == [] and len(result["memories_created"]) == 1
 
 
+    async def test_several_quotes_in_one_store_are_decided_with_one_search(
+            self, client: Any, language: str) -> None:
+        second = {"en": "My sister Ana is joining the offsite as well.",
+                  "zh": "我妹妹安娜也会参加这次团建。"}[language]
+        own = {"en": "I think Lisbon will be lovely in spring.",
+               "zh": "我觉得春天的里斯本一定很美。"}[language]
+        await store(client, [{"msg_id": "f1", "role": "user", "content": FACT[language]},
+                             {"msg_id": "f2", "role": "user", "content": second}],
+                    session_id="facts")
+        repo = client.app.state.engram.repo
+        searches: list[str] = []
+        real_search = repo.memory_texts_like
+
+        async def counted(namespace: str, text: str, *, limit: int) -> list[str]:
+            searches.append(text)
+            return list(await real_search(namespace, text, limit=limit))
+
+        repo.memory_texts_like = counted
+        result = await store(client, [
+            {"msg_id": "q1", "role": "user", "content": QUERY[language]},
+            {"msg_id": "a1", "role": "assistant", "content": f"user: {FACT[language]}"},
+            {"msg_id": "a2", "role": "assistant", "content": f"- [2026-12-01] user: {second}"},
+            {"msg_id": "a3", "role": "assistant", "content": f"user: {second}\n{own}"},
+            {"msg_id": "t1", "role": "tool", "content": f"user: {FACT[language]}\nuser: {second}"},
+        ], session_id="chat")
+        assert sorted(result["firewalled"]) == ["a1", "a2", "t1"]
+        assert len(searches) == 1  # one full-text search for the four candidates
+        texts = [m["text"] for m in await all_memories(client)]
+        assert any(own in t for t in texts)  # the quote with words of its own is stored
+        assert not any("tool:" in t or f"assistant: user: {FACT[language]}" in t
+                       or f"- [2026-12-01] user: {second}" in t for t in texts)
+
+
 class TestSwitch:
     async def test_the_firewall_can_be_switched_off(self, open_client: Any) -> None:
         async with open_client(store_firewall=False) as client:

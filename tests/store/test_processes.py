@@ -451,8 +451,8 @@ async def test_job_of_a_build_that_landed_just_before_a_crash_is_finished_after_
         job_id = response.json()["job_id"]
         await wait_for_jobs(client, [job_id], seconds=60)
     await asyncio.to_thread(crash_server.kill)
-    # The build order is memories, events, messages marked done, ledger, then the job: a kill
-    # before the last write leaves a finished build whose job still says queued.
+    # The build order is memories, events, messages marked done with the ledger, then the
+    # job: a kill before the last write leaves a finished build whose job still says queued.
     db = lancedb.connect(str(crash_server.data_dir / "lancedb"))
     db.open_table("jobs").update(where=f"id = '{job_id}'", values={"state": "queued"})
     crash_server.start()

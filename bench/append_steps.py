@@ -1,0 +1,127 @@
+"""Where a small append's time goes (issue 14): one process, the real app, model and LanceDB.
+
+Stores a 20-message session, then `--appends` 2-message appends into another session with
+`wait=true`, then as many with `wait=false` (each followed by its background build), and
+prints, per append, the wall time of the request and of every awaited step: repository
+calls (each a LanceDB query or a group commit), the embedding pool, the builder's stages.
+Steps overlap (reads run at once, commits are awaited by several callers), so the rows do
+not add up to the request; they say which steps there are, how many, and what each costs.
+
+Usage (from the repository root):
+
+    PYTHONPATH=. .venv/bin/python bench/append_steps.py --appends 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from app.embedding.backends import load_model  # noqa: E402
+from app.embedding.pool import EmbeddingPool  # noqa: E402
+from app.main import create_app  # noqa: E402
+from app.storage.repository import Repository  # noqa: E402
+from app.storage.writer import TableWriter  # noqa: E402
+from app.store.builder import MemoryBuilder  # noqa: E402
+from tests.conftest import make_settings  # noqa: E402
+from tests.procs import chat_messages  # noqa: E402
+
+spans: dict[str, list[float]] = defaultdict(list)
+
+
+def timed(owner: type, name: str) -> None:
+    """Replace `owner.name` (a coroutine function) by one that records its wall time."""
+    original: Callable[..., Any] = getattr(owner, name)
+
+    @functools.wraps(original)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            spans[f"{owner.__name__}.{name}"].append(1000 * (time.perf_counter() - started))
+
+    setattr(owner, name, wrapper)
+
+
+def instrument() -> None:
+    for name in vars(Repository):
+        if not name.startswith("__") and asyncio.iscoroutinefunction(getattr(Repository, name)):
+            timed(Repository, name)
+    for name in ("embed_many", "embed_query"):
+        timed(EmbeddingPool, name)
+    for name in ("build_session", "_echoes", "_records"):
+        timed(MemoryBuilder, name)
+    timed(TableWriter, "_commit")
+
+
+def report(mode: str, appends: int) -> None:
+    print(f"=== 2-message appends, {mode} ({appends})")
+    for name, values in sorted(spans.items(), key=lambda kv: -sum(kv[1])):
+        ordered = sorted(values)
+        print(f"{name:42s} calls/append {len(values) / appends:4.1f}  "
+              f"ms/append {sum(values) / appends:7.1f}  p50 {ordered[len(ordered) // 2]:7.1f}")
+    spans.clear()
+
+
+async def run(appends: int, data_dir: Path) -> None:
+    model = await asyncio.to_thread(load_model, "", threads=1)
+    settings = make_settings(data_dir, compression_enabled=False, embedding_threads=1,
+                             log_level="WARNING")
+    pool = EmbeddingPool.from_model(model, settings)
+    app = create_app(settings, pool=pool)
+    rng = random.Random(14)
+    async with app.router.lifespan_context(app):
+        store = app.state.engram.store
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench",
+                                     timeout=300) as client:
+            async def post(session_id: str, messages: list[dict[str, Any]], wait: bool) -> None:
+                response = await client.post("/v1/store", json={
+                    "namespace": "bench", "session_id": session_id, "messages": messages,
+                    "wait": wait})
+                response.raise_for_status()
+
+            await post("seed", chat_messages(rng, 20, id_prefix="seed-"), True)
+            for mode, wait in (("wait=true", True), ("wait=false", False)):
+                for i in range(appends + 3):  # the first 3 warm up
+                    if i == 3:
+                        spans.clear()
+                    started = time.perf_counter()
+                    await post(f"append-{wait}", chat_messages(rng, 2, id_prefix=f"{mode}{i}-"),
+                               wait)
+                    spans["REQUEST"].append(1000 * (time.perf_counter() - started))
+                    if not wait:
+                        started = time.perf_counter()
+                        await store.idle()
+                        spans["background build (until idle)"].append(
+                            1000 * (time.perf_counter() - started))
+                report(mode, appends)
+    await pool.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--appends", type=int, default=20, help="per mode")
+    args = parser.parse_args()
+    instrument()
+    with tempfile.TemporaryDirectory(prefix="engram-append-") as tmp:
+        asyncio.run(run(args.appends, Path(tmp)))
+
+
+if __name__ == "__main__":
+    main()
