@@ -12,6 +12,8 @@ Usage::
 
     PYTHONPATH=. .venv/bin/python bench/locomo.py ../shared/data/locomo-dev.json
     PYTHONPATH=. .venv/bin/python bench/locomo.py ../shared/data/memdaily-zh-dev.json
+    # the other role protocol (every turn stored as `user`); always report both:
+    PYTHONPATH=. .venv/bin/python bench/locomo.py ../shared/data/locomo-dev.json --roles user
     # keep the ingested store and try other recall settings on it:
     ... bench/locomo.py DATA --data-dir /tmp/engram-locomo --set recall_keyword_weight=0.5
 
@@ -93,7 +95,19 @@ def normalise_evidence(raw: Iterable[str], known: set[str]) -> set[str]:
     return found
 
 
-def load(path: Path, *, limit: int | None = None) -> list[Sample]:
+ROLE_PROTOCOLS = ("speakers", "user")
+
+
+def role_of(speaker: str, speaker_a: str | None, protocol: str) -> str:
+    """BENCHMARK.md's two role protocols: `speakers` stores speaker A as `user` and speaker
+    B as `assistant` (a chat with an assistant); `user` stores every turn as `user` (notes,
+    imports, group chats)."""
+    if protocol == "user":
+        return "user"
+    return "user" if speaker == speaker_a else "assistant"
+
+
+def load(path: Path, *, limit: int | None = None, roles: str = "speakers") -> list[Sample]:
     samples: list[Sample] = []
     for raw in json.loads(path.read_text(encoding="utf-8"))[:limit]:
         conv = raw["conversation"]
@@ -115,7 +129,7 @@ def load(path: Path, *, limit: int | None = None) -> list[Sample]:
                         if turn.get("time") else date)
                 messages.append({
                     "msg_id": turn["dia_id"],
-                    "role": "user" if turn["speaker"] == speaker_a else "assistant",
+                    "role": role_of(turn["speaker"], speaker_a, roles),
                     "content": text,
                     "timestamp": when.isoformat(),
                 })
@@ -298,7 +312,7 @@ def report(questions: list[Question], results: dict[str, list[Outcome]],
 
 
 async def evaluate(args: argparse.Namespace) -> str:
-    samples = load(Path(args.data), limit=args.samples)[::args.every]
+    samples = load(Path(args.data), limit=args.samples, roles=args.roles)[::args.every]
     questions = [q for s in samples for q in s.questions]
     settings = [Setting(f"budget {b}", b, 100) for b in args.budgets]
     settings += [Setting(f"top-{k}", 32_000, k) for k in args.topks]
@@ -318,7 +332,8 @@ async def evaluate(args: argparse.Namespace) -> str:
         cross = await unrelated(client, samples, extra) if args.cross else None
     if args.dump:
         write_dump(Path(args.dump), questions, results)
-    title = f"{Path(args.data).name}" + (f" ({' '.join(args.set)})" if args.set else "")
+    title = f"{Path(args.data).name}, roles: {args.roles}" + (
+        f" ({' '.join(args.set)})" if args.set else "")
     text = report(questions, results, settings, title=title)
     if cross is not None:
         text += (f"\nAsked of another sample's namespace (defaults: 1,500 tokens, top-10), "
@@ -362,6 +377,10 @@ def main() -> None:
                         help="Engram data directory to use and keep (default: a temporary one)")
     parser.add_argument("--skip-ingest", action="store_true",
                         help="the data directory already holds the store")
+    parser.add_argument("--roles", choices=ROLE_PROTOCOLS, default="speakers",
+                        help="role protocol: speaker A user / B assistant, or every turn "
+                             "user (BENCHMARK.md; measure both; a kept --data-dir holds "
+                             "one protocol's store)")
     parser.add_argument("--samples", type=int, default=None, help="only the first N samples")
     parser.add_argument("--every", type=int, default=1,
                         help="only every N-th sample (a spread-out subset)")
