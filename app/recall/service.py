@@ -70,6 +70,8 @@ from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository, SearchFilter, SearchHit
 
 _ROLE_LINE = re.compile(r"\n(?=(?:user|assistant|system|tool): )")
+# A speaker's name opening a message: up to three words (or a CJK name) and a colon.
+_NAME_LABEL = re.compile(r"([^\W\d_][\w.'-]*(?: [\w.'-]+){0,2}|[\u3400-\u9fff]{1,8})(?:: |：)")
 _SECONDS_PER_DAY = 86_400.0
 
 
@@ -139,13 +141,16 @@ class RecallService:
         parsed = parse_query(request.query)
         hint = find_time_hint(parsed.text, reference=_utc(request.as_of or datetime.now(UTC)))
         search_text = strip_phrase(parsed.text, hint.phrase) if hint else parsed.text
+        default_min_score = s.recall_min_score
         min_score = s.recall_min_score if request.min_score is None else request.min_score
         if parsed.reference is not None:
             # The user says the memory exists: accept a weaker match for it.
             min_score *= s.recall_reference_threshold_factor
+            default_min_score *= s.recall_reference_threshold_factor
         if parsed.counts:
             # Every instance is asked for, also those the question's condition rules out.
             min_score *= s.recall_count_threshold_factor
+            default_min_score *= s.recall_count_threshold_factor
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
 
@@ -161,7 +166,12 @@ class RecallService:
             # Near-equal scores (same to 3 decimals): the more recent memory first.
             key=lambda c: (round(c.score, 3), c.when, c.memory.id), reverse=True,
         )
-        packed = self._pack(ranked, top_k=request.top_k, max_tokens=max_tokens,
+        # What passes the configured threshold is packed first; a lower per-call min_score
+        # only adds what fits after it (`_pack`).
+        floor = max(min_score, default_min_score)
+        tiers = [[c for c in ranked if c.relevance >= floor],
+                 [c for c in ranked if c.relevance < floor]]
+        packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
                             matcher=matcher)
         packed.sort(key=lambda p: (_layer(p.candidate.memory) != Layer.longterm,
                                    -p.candidate.score))
@@ -291,7 +301,9 @@ class RecallService:
     async def _search(self, request: RecallRequest, text: str, *, hint: TimeHint | None,
                       favoured: set[str]) -> list[_Candidate]:
         where = self._filter(request)
-        limit = max(self._settings.recall_candidates, request.top_k * 3)
+        # Not more with a larger top_k: the candidates are also the corpus of the keyword
+        # weights (`Coverage`), so the best memory would change with top_k.
+        limit = self._settings.recall_candidates
         # The keyword search needs no vector: it runs while the query is being embedded,
         # and the vector search starts the moment the embedding is there.
         keyword = asyncio.create_task(self._repo.text_search(text, where, limit=limit))
@@ -419,73 +431,109 @@ class RecallService:
 
     # --- packing -----------------------------------------------------------------------
 
-    def _pack(self, ranked: Sequence[_Candidate], *, top_k: int, max_tokens: int,
+    def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
               matcher: Coverage | None) -> list[_Packed]:
         """Best first until `top_k` memories or `max_tokens` tokens.
 
+        `tiers` are packed one after the other, each best first: the memories that pass the
+        configured threshold, then (with a lower per-call `min_score`) the others, which
+        only fill what budget the first tier left. So a lower `min_score` never returns
+        less than the default: its weaker fragments come after, never in place of, what the
+        default returns.
+
         Lines (messages) already returned by a better memory are left out. A memory that
         does not fit whole contributes its core: the lines that match the query (see
-        `_core`). A memory of one speaker's statements (notes, a list of facts) is packed as
-        its core first, since its other lines are unrelated facts; once the ranking is
-        exhausted or the budget full, those memories get their other lines back, best
-        first, while the budget allows. A dialogue keeps its turns together: the answer to
-        a question rarely repeats its words (on LoCoMo, packing dialogue by matching lines
-        cost 6 points at 500 tokens; only as a fallback it gained 2).
+        `_core`). A memory of one speaker's statements (notes, a list of facts; the speaker
+        is the name a line starts with, else its role: `_speaker`) is packed as its core
+        first, since its other lines are unrelated facts; once its tier is exhausted or the
+        budget full, those memories get their other lines back, best first, while the
+        budget allows, also lines a weaker memory of the tier had returned (they move to
+        the better memory), so the best memory's lines do not depend on `top_k`. A
+        dialogue keeps its turns together: the answer to a question rarely repeats its
+        words (on LoCoMo, packing dialogue by matching lines cost 6 points at 500 tokens;
+        only as a fallback it gained 2).
         """
         mode = self._settings.recall_pack_focus
-        packed: list[_Packed] = []
-        focused: list[int] = []  # packed memories that may get their other lines back
+        packed: list[_Packed | None] = []
         used = 0
-        returned: set[tuple[str, int]] = set()
-        misses = 0
-        for c in ranked:
-            if len(packed) >= top_k or max_tokens - used < 8:
-                break
-            units = _lines(c.memory)
-            part = c.memory.part if len(c.memory.msg_ids) == 1 else 0
-            fresh = [u for u in units if any((i, part) not in returned for i in u[0])]
-            if not fresh:
-                continue  # every message already returned by a better memory
-            # The matching lines are worked out only when they can be used: packed first
-            # (statements), or in place of a whole that does not fit.
-            core: list[_Unit] | None = None
-            if mode == "lines" or (mode == "auto" and _one_speaker(units)):
-                core = self._core(fresh, matcher, whole=units)
-                if not core:
-                    continue  # its matching lines were returned by a better memory
-            core_first = core is not None and len(core) < len(fresh)
-            choice = core if core is not None and core_first else fresh
-            tokens = self._units_tokens(c.memory, units, choice)
-            if used + tokens > max_tokens and mode != "off" and not core_first:
-                core = core if core is not None else self._core(fresh, matcher)
-                if len(core) < len(fresh):
-                    choice = core
-                    tokens = self._units_tokens(c.memory, units, choice)
-            if used + tokens > max_tokens:
-                # Try smaller memories further down, but not forever: each try costs a
-                # tokenization, and far down the list they barely match.
-                misses += 1
-                if misses > 2 * top_k:
+        returned: dict[tuple[str, int], int] = {}  # message -> index of its packed memory
+        for ranked in tiers:
+            focused: list[int] = []  # memories of this tier that may get other lines back
+            misses = 0
+            for c in ranked:
+                if len(packed) >= top_k or max_tokens - used < 8:
                     break
-                continue
-            if core_first:
-                focused.append(len(packed))
-            returned.update((i, part) for ids, _ in choice for i in ids)
-            packed.append(self._packed(c, units, choice, tokens, part))
-            used += tokens
-        for index in focused:
-            p = packed[index]
-            extra = [u for u in p.units if u not in p.choice
-                     and any((i, p.part) not in returned for i in u[0])]
-            if not extra:
-                continue
-            choice = [u for u in p.units if u in p.choice or u in extra]
-            tokens = self._units_tokens(p.candidate.memory, p.units, choice)
-            if used - p.tokens + tokens <= max_tokens:
-                returned.update((i, p.part) for ids, _ in extra for i in ids)
-                used += tokens - p.tokens
-                packed[index] = self._packed(p.candidate, p.units, choice, tokens, p.part)
-        return packed
+                units = _lines(c.memory)
+                part = c.memory.part if len(c.memory.msg_ids) == 1 else 0
+                fresh = [u for u in units if any((i, part) not in returned for i in u[0])]
+                if not fresh:
+                    continue  # every message already returned by a better memory
+                # The matching lines are worked out only when they can be used: packed
+                # first (statements), or in place of a whole that does not fit.
+                core: list[_Unit] | None = None
+                if mode == "lines" or (mode == "auto" and _one_speaker(units)):
+                    core = self._core(fresh, matcher, whole=units)
+                    if not core:
+                        continue  # its matching lines were returned by a better memory
+                core_first = core is not None and len(core) < len(fresh)
+                choice = core if core is not None and core_first else fresh
+                tokens = self._units_tokens(c.memory, units, choice)
+                if used + tokens > max_tokens and mode != "off" and not core_first:
+                    core = core if core is not None else self._core(fresh, matcher)
+                    if len(core) < len(fresh):
+                        choice = core
+                        tokens = self._units_tokens(c.memory, units, choice)
+                if used + tokens > max_tokens:
+                    # Try smaller memories further down, but not forever: each try costs a
+                    # tokenization, and far down the list they barely match.
+                    misses += 1
+                    if misses > 2 * top_k:
+                        break
+                    continue
+                if core_first:
+                    focused.append(len(packed))
+                returned.update(((i, part), len(packed)) for ids, _ in choice for i in ids)
+                packed.append(self._packed(c, units, choice, tokens, part))
+                used += tokens
+            for index in focused:
+                used += self._restore(packed, index, returned, max_tokens - used)
+        return [p for p in packed if p is not None]
+
+    def _restore(self, packed: list[_Packed | None], index: int,
+                 returned: dict[tuple[str, int], int], room: int) -> int:
+        """Give the focused memory `packed[index]` its other lines back if they fit in
+        `room` more tokens, taking them from weaker memories that returned them (a weaker
+        memory left with no line is dropped). Returns the tokens this added."""
+        p = packed[index]
+        assert p is not None
+        extra = [u for u in p.units if u not in p.choice
+                 and any(returned.get((i, p.part), index) >= index for i in u[0])]
+        if not extra:
+            return 0
+        choice = [u for u in p.units if u in p.choice or u in extra]
+        tokens = self._units_tokens(p.candidate.memory, p.units, choice)
+        moved = {(i, p.part) for ids, _ in extra for i in ids}
+        losers: dict[int, _Packed | None] = {}
+        for key in moved:
+            owner = returned.get(key)
+            if owner is not None and owner > index and owner not in losers:
+                q = packed[owner]
+                assert q is not None
+                keep = [u for u in q.choice if not all((i, q.part) in moved for i in u[0])]
+                losers[owner] = self._packed(
+                    q.candidate, q.units, keep,
+                    self._units_tokens(q.candidate.memory, q.units, keep), q.part) \
+                    if keep else None
+        change = tokens - p.tokens + sum(
+            (q.tokens if q is not None else 0) - old.tokens
+            for owner, q in losers.items() if (old := packed[owner]) is not None)
+        if change > room:
+            return 0
+        for owner, q in losers.items():
+            packed[owner] = q
+        returned.update((key, index) for key in moved)
+        packed[index] = self._packed(p.candidate, p.units, choice, tokens, p.part)
+        return change
 
     def _core(self, units: list[_Unit], matcher: Coverage | None,
               whole: list[_Unit] | None = None) -> list[_Unit]:
@@ -605,9 +653,19 @@ def _lines(memory: MemoryRecord) -> list[_Unit]:
     return [(tuple(ids) or (memory.id,), memory.text)]
 
 
+def _speaker(line: str) -> str:
+    """Who said a line ("role: content"): the name its content starts with when it has one
+    ("user: Caroline: …", the shape of imports, group chats and transcripts, where every
+    turn is often sent as `user`), else its role. Roles alone would make a two-person
+    chat sent all as `user` look like one person's notes, and trim its answers away."""
+    role, _, content = line.partition(": ")
+    named = _NAME_LABEL.match(content)
+    return named.group(1).casefold() if named else role
+
+
 def _one_speaker(units: Sequence[_Unit]) -> bool:
-    """Whether every line of a memory comes from the same speaker ("role: …" prefix)."""
-    return len(units) > 1 and len({line.split(":", 1)[0] for _, line in units}) == 1
+    """Whether every line of a memory comes from the same speaker (`_speaker`)."""
+    return len(units) > 1 and len({_speaker(line) for _, line in units}) == 1
 
 
 def _layer(memory: MemoryRecord) -> Layer:
