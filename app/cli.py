@@ -16,7 +16,7 @@ def _migrate(settings: Settings) -> None:
     from app.storage.repository import Repository
 
     model = load_model(settings.embedding_model, threads=settings.embedding_threads)
-    asyncio.run(Repository.open(settings, embedding_dim=model.get_embedding_dimension()))
+    asyncio.run(Repository.open(settings, embedding_dim=model.dim))
     print("migrations applied")
 
 

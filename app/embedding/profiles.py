@@ -1,0 +1,90 @@
+"""Per-model calibration: every absolute threshold on a cosine belongs to the model.
+
+Models spread their cosines differently. For all-MiniLM-L6-v2 unrelated text scores about
+0.05 and a close paraphrase 0.55 or more; multilingual-e5-small puts everything in a narrow
+band (unrelated about 0.70-0.80, related 0.80-0.95, a Chinese question scoring higher against
+any Chinese text than an English one against English). A threshold tuned for one model means
+nothing for the other, so the recall settings that depend on the cosine's scale take their
+defaults from the configured model's profile (`Settings.model_profile`); a deployment may
+still set any of them (`ENGRAM_RECALL_MIN_SCORE`, ...), which then wins.
+
+The values were calibrated on sentences written for the purpose (tests/embedding/
+test_calibration.py holds them: Chinese, English and mixed, related and unrelated pairs),
+never on evaluation data.
+
+An unknown model (a local sentence-transformers directory) gets `GENERIC`, MiniLM's values,
+with a warning; give it its own with `ENGRAM_EMBEDDING_PROFILE`, a JSON object of any of
+`ModelProfile`'s fields, e.g. `{"cosine_floor": 0.1, "cosine_ceiling": 0.6}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import structlog
+
+from app.embedding.names import E5_NAME, MINILM_NAME, canonical_name
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """How one model's cosines read.
+
+    Attributes:
+        cosine_floor: a cosine at or below this is unrelated text (vector part 0).
+        cosine_ceiling: a cosine at or above this is a close paraphrase (vector part 1).
+        min_score: the relevance a memory needs to be returned and counted as a hit; a
+            question whose answer is not stored returns nothing (abstention).
+        keyword_weight: share of the keyword part in relevance for Latin-script queries.
+        keyword_weight_zh: the same for Chinese queries (MiniLM cannot read Chinese, so its
+            Chinese relevance leans on exact matches; e5 can).
+        related_cosine: the cosine above which a memory is what a reference phrase ("as I
+            said before") points to (compression's feedback).
+    """
+
+    name: str
+    cosine_floor: float
+    cosine_ceiling: float
+    min_score: float
+    keyword_weight: float
+    keyword_weight_zh: float
+    related_cosine: float
+
+    def with_overrides(self, overrides: dict[str, Any]) -> ModelProfile:
+        known = {f.name for f in fields(self)} - {"name"}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ValueError(f"ENGRAM_EMBEDDING_PROFILE: unknown field(s) {sorted(unknown)}; "
+                             f"known: {sorted(known)}")
+        values: dict[str, Any] = {k: float(v) for k, v in overrides.items()}
+        return replace(self, **values)
+
+
+MINILM = ModelProfile(
+    name=MINILM_NAME, cosine_floor=0.05, cosine_ceiling=0.55, min_score=0.35,
+    keyword_weight=0.5, keyword_weight_zh=0.6, related_cosine=0.45,
+)
+
+E5 = ModelProfile(
+    name=E5_NAME, cosine_floor=0.78, cosine_ceiling=0.92, min_score=0.35,
+    keyword_weight=0.5, keyword_weight_zh=0.5, related_cosine=0.86,
+)
+
+GENERIC = replace(MINILM, name="generic")
+
+KNOWN: dict[str, ModelProfile] = {p.name: p for p in (MINILM, E5)}
+
+
+def profile_for(model: str, overrides: dict[str, Any] | None = None) -> ModelProfile:
+    """The profile of the configured model (`ENGRAM_EMBEDDING_MODEL`), with overrides."""
+    name = canonical_name(model)
+    profile = KNOWN.get(name)
+    if profile is None:
+        profile = replace(GENERIC, name=name)
+        if not overrides:
+            log.warning("embedding_profile_unknown", model=name,
+                        hint="set ENGRAM_EMBEDDING_PROFILE to calibrate its thresholds")
+    return profile.with_overrides(overrides) if overrides else profile
