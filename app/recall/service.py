@@ -25,7 +25,10 @@ Pipeline (one request):
 4. **Pack** best first until `top_k` or the token budget is reached, counting tokens with
    the model's tokenizer; a message already returned by a better memory (neighbouring
    chunks overlap by design) is not returned twice: the later memory keeps only its new
-   lines, and is skipped if nothing new is left.
+   lines, and is skipped if nothing new is left. What passes the configured `min_score`
+   is packed before what only a lower per-call `min_score` lets in, so lowering it never
+   returns less; the search size does not grow with `top_k`, so the best memory is the
+   same whatever `top_k` is.
 5. **Present**: long-term facts, then details; an injection block in Chinese or English.
 6. **Hits** go to the in-memory `HitRecorder`, written in the background in batches.
 
@@ -254,9 +257,10 @@ class RecallService:
             for (part, _), (found, matcher) in zip(parts, results, strict=True):
                 bridge = self._bridge(part, found, matcher)
                 if bridge is not None and matcher is not None:
-                    hop_terms = read(bridge)
-                    if self._settings.recall_bridge_drop_absent:
-                        hop_terms = hop_terms.without(matcher.absent)
+                    # Scored without the question's words that none of the first search's
+                    # candidates held (its scaffolding: "下列哪一项最符合"), so a memory
+                    # sharing only the line's name still passes `min_score`.
+                    hop_terms = read(bridge).without(matcher.absent)
                     bridges.append((bridge, hop_terms))
             if bridges:
                 results += await asyncio.gather(*(one(b, t) for b, t in bridges))
@@ -277,7 +281,7 @@ class RecallService:
                 ) -> str | None:
         """A second-hop query: the best memory's best-matching line plus the question
         ("那个规模是八百人的活动，时间是哪天？" finds "秋季厨艺交流会的规模是八百人"; the hop
-        then finds that event's time). By default even when the line holds every word of the
+        then finds that event's time). Also when the line holds every word of the
         question: "我常去的商场是星光百货" answers "我常去的商场怎么样" by name only.
 
         Only from one speaker's statements (or a memory of one message), whose lines name
@@ -293,7 +297,9 @@ class RecallService:
         lines = [line for _, line in units]
         shares = [matcher.share(line) for line in lines]
         best = max(range(len(lines)), key=lambda i: shares[i])
-        if not 0 < shares[best] <= self._settings.recall_bridge_max_share:
+        # Also from a line holding every word of the question: "我路过的景区是X" leaves
+        # "what is X like" to another memory.
+        if shares[best] <= 0:
             return None
         line = lines[best].split(": ", 1)[-1]
         return f"{line} {part}"
@@ -383,10 +389,6 @@ class RecallService:
         best_bm25 = candidates[best].bm25
         best_cover = covered[best] if best_bm25 > 0 else 0.0
         weight = s.recall_keyword_weight_zh if chinese else s.recall_keyword_weight
-        if terms and s.recall_short_query_bonus:
-            n = len(terms.latin) + len(terms.cjk)
-            fade = max(0.0, 1 - (n - 1) / max(1, s.recall_short_query_terms - 1))
-            weight = min(1.0, weight + s.recall_short_query_bonus * fade)
         # The ranking trusts the cosine only as far as the model can read the query: the
         # bundled English model sees most Chinese characters as [UNK], and its cosine then
         # measures how much unknown text a memory has, not what it says. `min_score` keeps
@@ -505,7 +507,8 @@ class RecallService:
         `room` more tokens, taking them from weaker memories that returned them (a weaker
         memory left with no line is dropped). Returns the tokens this added."""
         p = packed[index]
-        assert p is not None
+        if p is None:
+            return 0  # a better memory took all its lines
         extra = [u for u in p.units if u not in p.choice
                  and any(returned.get((i, p.part), index) >= index for i in u[0])]
         if not extra:
@@ -554,10 +557,8 @@ class RecallService:
             return []
         if best <= 0 or len(units) < 2:
             return units  # matched as a whole (by meaning): no line stands out
-        around = self._settings.recall_focus_context
-        hits = [i for i, share in enumerate(shares) if share >= ratio * best]
-        keep = {j for i in hits for j in range(i - around, i + around + 1)}
-        return [u for i, u in enumerate(units) if i in keep]
+        return [u for u, line_share in zip(units, shares, strict=True)
+                if line_share >= ratio * best]
 
     def _packed(self, c: _Candidate, units: list[_Unit], choice: list[_Unit], tokens: int,
                 part: int) -> _Packed:
