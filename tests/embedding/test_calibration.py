@@ -67,7 +67,7 @@ async def _abstention_and_cross_lingual_ranking(client: Any) -> None:
 class TestProfiles:
     def test_the_thresholds_default_to_the_configured_models_profile(self, tmp_path: Any
                                                                      ) -> None:
-        e5 = make_settings(tmp_path)  # the default model
+        e5 = make_settings(tmp_path, embedding_model=E5_NAME)
         minilm = make_settings(tmp_path, embedding_model=MINILM_NAME)
         for setting, field in PROFILE_SETTINGS.items():
             assert getattr(e5, setting) == getattr(profiles.E5, field)

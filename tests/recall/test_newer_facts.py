@@ -19,9 +19,9 @@ CASES = [
     ("zh", "下周二上午我要去医院体检，要空腹。", ["今天下午开了一个很长的会。"],
      "体检改到周四了，还是上午。", "我的体检是哪天？", "周四",
      "周末想去图书馆看看书。"),
-    ("en", "We live in Berlin, near the old airport.", ["Sat through a very long meeting."],
-     "We moved from Berlin to Munich last month.", "Which city do we live in?", "Munich",
-     "Thinking of going to the library this weekend."),
+    ("en", "My dentist appointment is on Tuesday at 3pm.", ["Sat through a very long meeting."],
+     "The dentist appointment moved to Thursday morning.", "When is my dentist appointment?",
+     "Thursday", "Thinking of going to the library this weekend."),
 ]
 
 
