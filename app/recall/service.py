@@ -231,7 +231,10 @@ class RecallService:
                    for i, c in enumerate(both) if c.memory.id in by_id}
         memory = {i: c.memory for i, c in enumerate(both)}
         threshold = self._settings.model_profile.supersede_cosine
-        shares = [matcher.share(c.memory.text) if matcher else 0.0 for c in both]
+        # How well each answers this question: its share of the question's words, and the
+        # date or session the question names (an older memory on "3 June" stays first).
+        shares = [(matcher.share(c.memory.text) if matcher else 1.0) * c.time * c.reference
+                  for c in both]
         reordered, taken = newer_first(head, newcomers, memory, vectors, threshold=threshold,
                                        covers=shares.__getitem__)
         return reordered + ranked[len(head):], taken
