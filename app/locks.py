@@ -1,8 +1,10 @@
 """Per-namespace write locks, in-process and across processes.
 
-An `asyncio.Lock` orders the writers of one process; a file lock (`filelock`, flock on POSIX)
-orders the processes sharing a data directory. The file lock is polled without blocking, so
-a cancelled request never leaves a thread holding it.
+An `asyncio.Lock` orders the writers of one process; across processes either a file lock
+(`filelock`, flock on POSIX) orders the processes sharing a lock directory, or, for servers
+on several hosts sharing only an object store, a lease object in the bucket
+(app/storage/leases.py, docs/scaling.md). The file lock is polled without blocking, so a
+cancelled request never leaves a thread holding it.
 
 Two locks per namespace:
 - the write lock (`hold`): one builder of the namespace's memories at a time; held for a
@@ -26,7 +28,8 @@ from pathlib import Path
 import structlog
 from filelock import FileLock, Timeout
 
-from app.errors import LockTimeout
+from app.errors import LockTimeout, Unavailable
+from app.storage.leases import LeaseStore
 
 log = structlog.get_logger(__name__)
 
@@ -34,10 +37,19 @@ _POLL_SECONDS = (0.002, 0.005, 0.01, 0.02, 0.05)
 
 
 class NamespaceLocks:
-    def __init__(self, lock_dir: Path, *, timeout: float) -> None:
-        lock_dir.mkdir(parents=True, exist_ok=True)
+    """Args:
+        lock_dir: the directory of the lock files (unused with `leases`).
+        timeout: default seconds to wait for a lock.
+        leases: the cross-process half is a lease in the object store instead of a file.
+    """
+
+    def __init__(self, lock_dir: Path, *, timeout: float,
+                 leases: LeaseStore | None = None) -> None:
+        if leases is None:
+            lock_dir.mkdir(parents=True, exist_ok=True)
         self._dir = lock_dir
         self._timeout = timeout
+        self._leases = leases
         self._local: dict[str, asyncio.Lock] = {}
         self._files: dict[str, FileLock] = {}
         self.wait_seconds_total = 0.0
@@ -83,6 +95,23 @@ class NamespaceLocks:
         except TimeoutError:
             raise self._timeout_error(namespace, limit) from None
         try:
+            if self._leases is not None:
+                try:
+                    lease = await self._leases.acquire(
+                        name, max_wait=max(0.0, limit - (time.monotonic() - started)))
+                except TimeoutError:
+                    raise self._timeout_error(namespace, limit) from None
+                except Exception as error:  # the object store did not answer
+                    log.warning("lease_unavailable", namespace=namespace, error=str(error)[:300])
+                    raise Unavailable(
+                        f"namespace {namespace!r}: its write lease in the object store could "
+                        "not be taken (the store did not answer); retry later") from None
+                self._waited(namespace, started)
+                try:
+                    yield
+                finally:
+                    await asyncio.shield(self._leases.release(lease))
+                return
             file_lock = self._files.get(name)
             if file_lock is None:
                 file_lock = FileLock(str(self._dir / f"{name}.lock"), thread_local=False)
@@ -97,18 +126,21 @@ class NamespaceLocks:
                         raise self._timeout_error(namespace, limit) from None
                     await asyncio.sleep(_POLL_SECONDS[min(attempt, len(_POLL_SECONDS) - 1)])
                     attempt += 1
-            waited = time.monotonic() - started
-            self.wait_seconds_total += waited
-            if self.on_wait is not None:
-                self.on_wait(waited)
-            if waited > 1:
-                log.info("lock_waited", namespace=namespace, seconds=round(waited, 3))
+            self._waited(namespace, started)
             try:
                 yield
             finally:
                 file_lock.release()
         finally:
             local.release()
+
+    def _waited(self, namespace: str, started: float) -> None:
+        waited = time.monotonic() - started
+        self.wait_seconds_total += waited
+        if self.on_wait is not None:
+            self.on_wait(waited)
+        if waited > 1:
+            log.info("lock_waited", namespace=namespace, seconds=round(waited, 3))
 
     @staticmethod
     def _timeout_error(namespace: str, limit: float) -> LockTimeout:

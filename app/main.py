@@ -7,19 +7,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import structlog
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app.classify import warm_up as warm_up_classifier
 from app.classify.router import router as classify_router
 from app.compression import build_compression
 from app.compression.router import router as compression_router
 from app.config import Settings
+from app.context.router import router as context_router
 from app.debug.router import router as debug_router
+from app.deps import reject_unknown_query_params
 from app.embedding.identity import ensure_model_matches
 from app.embedding.pool import EmbeddingPool
-from app.errors import install_error_handlers
+from app.errors import Unavailable, error_responses, install_error_handlers
 from app.locks import NamespaceLocks
 from app.logging import RequestIdMiddleware, configure_logging
+from app.mcp.http import mcp_route
 from app.memories.router import router as memories_router
 from app.memories.service import MemoryService
 from app.ops.disk import DiskSpace
@@ -36,6 +39,7 @@ from app.store.router import router as store_router
 from app.store.service import StoreService
 from app.transfer.router import router as transfer_router
 from app.transfer.service import TransferService
+from app.ui import mount_ui
 
 log = structlog.get_logger(__name__)
 
@@ -59,7 +63,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         await asyncio.to_thread(warm_up_classifier)
         repo = await Repository.open(settings, embedding_dim=embedding.dim)
         await ensure_model_matches(repo, embedding, reembed=settings.reembed_on_model_change)
-        locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds)
+        locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds,
+                               leases=repo.leases)
         embedding.metrics = metrics
         metrics.watch_queue(lambda: embedding.queue_depth)
         locks.on_wait = metrics.lock_wait.observe
@@ -78,7 +83,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                               "namespace_locks": lambda: locks.known})
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
-            store=store, memories=MemoryService(repo, builder, locks, settings),
+            store=store, memories=MemoryService(repo, builder, locks, settings,
+                                                       pool=embedding),
             maintenance=maintenance,
             transfer=TransferService(repo, embedding, builder, locks, settings),
             recall=RecallService(repo, embedding, hits, settings), hits=hits,
@@ -95,7 +101,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                         "only", host=settings.host)
         log.info("ready", lancedb=settings.resolved_lancedb_uri, model=embedding.name)
         try:
-            yield
+            async with mcp_endpoint.running():
+                yield
         finally:
             # Reverse order of creation.
             await compression.stop()  # a pass cut short here is repaired by the next one
@@ -114,6 +121,9 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         # operationIds are the endpoint function names: generated clients get readable
         # method names (`store`, `recall`) instead of `store_v1_store_post`.
         generate_unique_id_function=lambda route: route.name,
+        # Unknown query parameters are a 422 on every route (one check, not per route).
+        dependencies=[Depends(reject_unknown_query_params)],
+        responses=error_responses(422),
     )
     app.state.settings = settings
     app.state.metrics = metrics
@@ -122,7 +132,19 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     install_error_handlers(app, on_disk_full=disk.record_full)  # innermost middleware
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
-    for router in (store_router, recall_router, memories_router, classify_router,
+    for router in (store_router, recall_router, context_router, memories_router, classify_router,
                    transfer_router, compression_router, debug_router, ops_router):
         app.include_router(router)
+    # /mcp: the MCP tools over the same services, behind the same keys (app/mcp/).
+    mcp, mcp_endpoint = mcp_route(lambda: get_state_of(app), settings)
+    app.router.routes.append(mcp)
+    mount_ui(app)  # the memory inspector at /ui (static files over the public API)
     return app
+
+
+def get_state_of(app: FastAPI) -> AppState:
+    """The app's long-lived objects. Raises: Unavailable: the lifespan has not set them."""
+    state: AppState | None = app.state.engram
+    if state is None:
+        raise Unavailable("the service is starting up")
+    return state

@@ -8,6 +8,7 @@ data directory. Only the process it started is ever signalled, by its pid.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -75,6 +76,16 @@ class ServerProcess:
         if self.proc is None:
             raise ServerError(f"{self.name} is not running")
         return self.proc.pid
+
+    @property
+    def lancedb_uri(self) -> str:
+        """Where its tables are: ENGRAM_LANCEDB_URI (an s3:// bucket), else the data dir's."""
+        return self.extra_env.get("ENGRAM_LANCEDB_URI") or str(self.data_dir / "lancedb")
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        options: dict[str, str] = json.loads(self.extra_env.get("ENGRAM_STORAGE_OPTIONS", "{}"))
+        return options
 
     @property
     def log_path(self) -> Path:

@@ -349,7 +349,8 @@ class CompressionService:
         for memory, score in zip(stream, scores, strict=True):
             restored = memory.decision == Decision.restored
             held = memory.decision == Decision.hold
-            eligible = not memory.protected and not restored
+            # Pinned by the client: never a candidate, like a protected memory.
+            eligible = not memory.protected and not memory.pinned and not restored
             ineligible_as = (Decision.restored if restored else Decision.hold if held
                              else Decision.protected)
             keep = policy.emotion_keep is not None and memory.score_emotion >= policy.emotion_keep
@@ -619,7 +620,8 @@ class CompressionService:
             groups = []
             for group in work.groups:
                 if all(unchanged(m.id) and fresh[m.id].state == "active"
-                       and not fresh[m.id].protected for m in group.sources):
+                       and not fresh[m.id].protected and not fresh[m.id].pinned
+                       for m in group.sources):
                     groups.append(group)
                 else:
                     result.skipped_groups += 1

@@ -7,6 +7,8 @@ namespace lock and logs the events.
     daily ──(hits ≥ promote_longterm_hits or accesses ≥ promote_longterm_accesses)──► longterm
 
 Each promotion raises importance by one (capped at 10): what is used often matters more.
+A pinned memory (`pinned`, set by PATCH or at store time) is never forgotten or compressed;
+pinning and unpinning are logged as `pinned` / `unpinned` events.
 A memory is forgotten (state `forgotten`, restorable) when it is unprotected, of importance
 ≤ `forget_max_importance`, and nobody touched it for `forget_after_days`.
 """
@@ -14,9 +16,10 @@ A memory is forgotten (state `forgotten`, restorable) when it is unprotected, of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from app.config import Settings
-from app.storage.records import MemoryRecord
+from app.storage.records import EventRecord, MemoryRecord, new_event
 
 TIERS = ("session", "daily", "longterm")
 
@@ -30,6 +33,8 @@ EVENT_ICONS = {
     "compressed": "🗜️",
     "forgotten": "🗑️",
     "restored": "♻️",
+    "pinned": "📌",
+    "unpinned": "📍",
 }
 
 
@@ -68,3 +73,9 @@ def evolution_summary(events: list[tuple[str, str]]) -> str:
         f"{EVENT_ICONS.get(event, '•')} {event}" + (f": {note}" if note else "")
         for event, note in events
     )
+
+
+def pin_event(memory: MemoryRecord, pinned: bool, note: str, when: datetime) -> EventRecord:
+    """The evolution event of a pin (`pinned`) or an unpin (`unpinned`)."""
+    return new_event(memory, "pinned" if pinned else "unpinned", note, when,
+                     {"pinned": pinned})

@@ -17,6 +17,7 @@ from app.memories.schemas import (
     MemoryPublic,
     MemoryState,
     MemoryUpdate,
+    NamespaceList,
     SessionList,
     SessionPublic,
     Tier,
@@ -43,17 +44,31 @@ async def list_memories(
         description="active (default), compressed, forgotten, or any")] = MemoryState.active,
     tag: str | None = None,
     min_importance: Annotated[int | None, Query(ge=1, le=10)] = None,
+    pinned: Annotated[bool | None, Query(
+        description="true: only pinned memories; false: only unpinned ones.")] = None,
+    q: Annotated[str | None, Query(
+        min_length=1, max_length=4000, pattern=r"\S",
+        description="Text search (keyword + vector) within the other filters: results are "
+        "ordered by relevance and carry `score`. Without it: newest first.")] = None,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> MemoryList:
-    """A namespace's memories, newest first, filtered and paged."""
+    """A namespace's memories, newest first (or best match first with `q`), filtered, paged."""
     principal.require_namespace(namespace)
     where = MemoryFilter(
         namespace=namespace, session_id=session_id, category=category,
         tier=tier.value if tier else None, branch=branch,
         state=None if state == "any" else state, min_importance=min_importance, tag=tag,
+        pinned=pinned,
     )
-    return await service.list_memories(where, offset=offset, limit=limit)
+    return await service.list_memories(where, offset=offset, limit=limit, q=q)
+
+
+@router.get("/namespaces", response_model=NamespaceList, responses=error_responses(401, 422))
+async def list_namespaces(principal: CurrentPrincipal, service: MemoryServiceDep
+                          ) -> NamespaceList:
+    """The namespaces this key may read, with their memory, session and pin counts."""
+    return await service.namespaces(principal)
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryPublic,
@@ -76,7 +91,8 @@ async def delete_memory(memory_id: str, principal: CurrentPrincipal, service: Me
               responses=error_responses(400, 401, 404, 422, 503))
 async def update_memory(memory_id: str, body: MemoryUpdate, principal: CurrentPrincipal,
                         service: MemoryServiceDep) -> MemoryPublic:
-    """Edit text, tags, category, importance or protection; a new text is re-embedded."""
+    """Edit text, tags, category, importance, protection or the pin; a new text is
+    re-embedded."""
     return await service.update(memory_id, body, principal)
 
 
@@ -92,7 +108,8 @@ async def access_memory(memory_id: str, body: AccessRequest, principal: CurrentP
              responses=error_responses(401, 404, 409, 503))
 async def forget_memory(memory_id: str, principal: CurrentPrincipal, service: MemoryServiceDep
                         ) -> MemoryPublic:
-    """Forget a memory softly: it leaves recall but can be restored."""
+    """Forget a memory softly: it leaves recall but can be restored (409 if pinned or
+    protected)."""
     return await service.forget(memory_id, principal)
 
 

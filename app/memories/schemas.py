@@ -64,9 +64,14 @@ class MemoryPublic(BaseModel):
     language: str
     weight: WeightScores
     summary_of: list[str]
+    pinned: bool = Field(description="Pinned by the client: always in `POST /v1/context`, "
+                         "never compressed or forgotten.")
+    score: float | None = Field(
+        default=None, description="Only when listed with `q=`: the search relevance "
+        "(higher is better; results are ordered by it).")
 
     @classmethod
-    def from_record(cls, m: MemoryRecord) -> MemoryPublic:
+    def from_record(cls, m: MemoryRecord, *, score: float | None = None) -> MemoryPublic:
         return cls(
             id=m.id, namespace=m.namespace, session_id=m.session_id, text=m.text,
             category=m.category, category_confidence=round(m.category_confidence, 4),
@@ -80,7 +85,7 @@ class MemoryPublic(BaseModel):
             weight=WeightScores(novelty=m.score_novelty, entropy=m.score_entropy,
                                 task=m.score_task, emotion=m.score_emotion,
                                 total=m.weight_score),
-            summary_of=m.summary_of,
+            summary_of=m.summary_of, pinned=m.pinned, score=score,
         )
 
 
@@ -140,6 +145,10 @@ class MemoryUpdate(BaseModel):
     protected: bool | None = Field(default=None, strict=True,
                                    description="Protected memories are never compressed "
                                    "or forgotten.")
+    pinned: bool | None = Field(default=None, strict=True,
+                                description="Pinned memories are always in the context "
+                                "(`POST /v1/context`) and never compressed or forgotten; "
+                                "logged as `pinned` / `unpinned`.")
 
     @property
     def changes(self) -> dict[str, Any]:
@@ -149,8 +158,8 @@ class MemoryUpdate(BaseModel):
     @model_validator(mode="after")
     def _something_to_change(self) -> MemoryUpdate:
         if not self.changes:
-            raise ValueError("nothing to update: give text, tags, category, importance or "
-                             "protected")
+            raise ValueError("nothing to update: give text, tags, category, importance, "
+                             "protected or pinned")
         if "text" in self.model_fields_set and self.text is not None and not self.text.strip():
             raise ValueError("text is blank")
         return self
@@ -167,9 +176,26 @@ class EventPublic(BaseModel):
 class Evolution(BaseModel):
     memory_id: str
     events: list[EventPublic]
-    summary: str = Field(description="One line per event, with icons: 🆕 ✏️ 📝 ⬆️ 🔀 🗜️ 🗑️ ♻️")
+    summary: str = Field(description="One line per event, with icons: 🆕 ✏️ 📝 ⬆️ 🔀 🗜️ 🗑️ ♻️ "
+                         "📌 (pinned) 📍 (unpinned)")
 
 
 class ForgetResult(BaseModel):
     namespace: str
     forgotten: list[str]
+
+
+class NamespacePublic(BaseModel):
+    namespace: str
+    memories: int = Field(description="Memories of every state (active, compressed, "
+                          "forgotten).")
+    sessions: int = Field(description="Sessions in the ledger.")
+    pinned: int = Field(description="Pinned memories.")
+    last_stored_at: datetime | None = Field(description="When a store last changed the "
+                                            "namespace's sessions.")
+
+
+class NamespaceList(BaseModel):
+    namespaces: list[NamespacePublic] = Field(
+        description="Sorted by name: every namespace for an admin key (or without keys), "
+        "the key's own namespaces that hold something for a scoped key.")

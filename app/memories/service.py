@@ -13,9 +13,10 @@ from datetime import UTC, datetime, timedelta
 from app.auth import Principal
 from app.compression.archive import restore_compressed
 from app.config import Settings
+from app.embedding.pool import EmbeddingPool
 from app.errors import Conflict, NotFound
 from app.locks import NamespaceLocks
-from app.memories.lifecycle import evolution_summary, promotion_for
+from app.memories.lifecycle import evolution_summary, pin_event, promotion_for
 from app.memories.schemas import (
     Deleted,
     EventPublic,
@@ -24,6 +25,8 @@ from app.memories.schemas import (
     MemoryList,
     MemoryPublic,
     MemoryUpdate,
+    NamespaceList,
+    NamespacePublic,
     SessionList,
     SessionPublic,
 )
@@ -31,14 +34,21 @@ from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import MemoryFilter, Repository
 from app.store.builder import MemoryBuilder
 
+# Rank fusion constant of the `q=` search (reciprocal rank fusion, as LanceDB's RRF
+# reranker): a memory's score is the sum over the two rankings of 1 / (k + rank).
+_RRF_K = 60
+# The `q=` search ranks this many candidates of each kind before the page is cut.
+_SEARCH_DEPTH = 500
+
 
 class MemoryService:
     def __init__(self, repo: Repository, builder: MemoryBuilder, locks: NamespaceLocks,
-                 settings: Settings) -> None:
+                 settings: Settings, *, pool: EmbeddingPool) -> None:
         self._repo = repo
         self._builder = builder
         self._locks = locks
         self._settings = settings
+        self._pool = pool
 
     async def _memory(self, memory_id: str, principal: Principal) -> MemoryRecord:
         """The memory, looked up only among the namespaces the caller may read.
@@ -54,10 +64,47 @@ class MemoryService:
     async def get(self, memory_id: str, principal: Principal) -> MemoryPublic:
         return MemoryPublic.from_record(await self._memory(memory_id, principal))
 
-    async def list_memories(self, where: MemoryFilter, *, offset: int, limit: int) -> MemoryList:
+    async def list_memories(self, where: MemoryFilter, *, offset: int, limit: int,
+                            q: str | None = None) -> MemoryList:
+        """A page of memories: newest first, or with `q` the best matches first."""
+        if q is not None:
+            return await self._search(where, q, offset=offset, limit=limit)
         items, count = await self._repo.list_memories(where, offset=offset, limit=limit)
         return MemoryList(items=[MemoryPublic.from_record(m) for m in items], count=count,
                           offset=offset, limit=limit)
+
+    async def _search(self, where: MemoryFilter, q: str, *, offset: int, limit: int
+                      ) -> MemoryList:
+        """Keyword (BM25) and vector (cosine) search under the listing's filters, fused by
+        reciprocal rank. A vector match counts only above the model's cosine floor (the
+        cosine of unrelated text), so a query that matches nothing lists nothing.
+
+        `count` is the number of matches found (at most `_SEARCH_DEPTH` of each kind).
+        """
+        vector = (await self._pool.embed_query(q)).tolist()
+        near, keyword = await self._repo.search_memories(where, vector=vector, text=q,
+                                                         limit=_SEARCH_DEPTH)
+        floor = self._settings.recall_cosine_floor
+        scores: dict[str, float] = {}
+        records: dict[str, MemoryRecord] = {}
+        ranked_near = [h for h in near if (h.cosine or 0.0) > floor]
+        for ranking in (ranked_near, keyword):
+            for rank, hit in enumerate(ranking):
+                records.setdefault(hit.memory.id, hit.memory)
+                scores[hit.memory.id] = scores.get(hit.memory.id, 0.0) + 1 / (_RRF_K + rank + 1)
+        order = sorted(scores, key=lambda i: (-scores[i], i))
+        page = order[offset: offset + limit]
+        return MemoryList(
+            items=[MemoryPublic.from_record(records[i], score=round(scores[i], 6))
+                   for i in page],
+            count=len(order), offset=offset, limit=limit)
+
+    async def namespaces(self, principal: Principal) -> NamespaceList:
+        """The namespaces the caller may read, with their counts."""
+        return NamespaceList(namespaces=[
+            NamespacePublic(namespace=n.namespace, memories=n.memories, sessions=n.sessions,
+                            pinned=n.pinned, last_stored_at=n.last_stored_at)
+            for n in await self._repo.namespace_overview() if principal.can_access(n.namespace)])
 
     async def delete(self, memory_id: str, principal: Principal) -> Deleted:
         memory = await self._memory(memory_id, principal)
@@ -179,6 +226,10 @@ class MemoryService:
             memory = await self._memory(memory_id, principal)
             if memory.state == state:
                 return MemoryPublic.from_record(memory)
+            if state == "forgotten" and memory.pinned:
+                raise Conflict(f"memory {memory_id!r} is pinned and cannot be forgotten; unpin "
+                               "it first (PATCH with {\"pinned\": false})",
+                               details={"memory_id": memory_id, "pinned": True})
             if state == "forgotten" and memory.protected:
                 raise Conflict(f"memory {memory_id!r} is protected and cannot be forgotten")
             now = datetime.now(UTC)
@@ -212,11 +263,25 @@ class MemoryService:
 
     async def update(self, memory_id: str, change: MemoryUpdate, principal: Principal
                      ) -> MemoryPublic:
-        """Edit a memory; a new text is re-embedded. Logged as `evolved` with old and new."""
+        """Edit a memory; a new text is re-embedded. Logged as `evolved` with old and new;
+        a change of the pin as `pinned` / `unpinned`."""
         memory = await self._memory(memory_id, principal)
         async with self._locks.hold(memory.namespace):
             memory = await self._memory(memory_id, principal)
             fields = change.changes
+            pin: bool | None = fields.pop("pinned", None)
+            now = datetime.now(UTC)
+            events: list[EventRecord] = []
+            if pin is not None and pin != memory.pinned:
+                memory.pinned = pin
+                events.append(pin_event(memory, pin, "by request", now))
+            if not fields:  # the pin alone: two columns, no re-embedding
+                if events:
+                    memory.updated_at = now
+                    await self._repo.update_memory(memory.id, {"pinned": pin, "updated_at": now},
+                                                   namespace=memory.namespace)
+                    await self._repo.append_events(events)
+                return MemoryPublic.from_record(memory)
             old = {f: getattr(memory, f) for f in fields}
             text = fields.pop("text", None)
             if text is not None and text != memory.text:
@@ -228,13 +293,13 @@ class MemoryService:
                 setattr(memory, name, str(value) if name == "category" else value)
             if "importance" in fields:
                 memory.importance_overridden = True
-            now = datetime.now(UTC)
             memory.updated_at = now
             await self._repo.upsert_memories([memory])
             new = {f: getattr(memory, f) for f in old}
-            await self._repo.append_events([new_event(
+            events.insert(0, new_event(
                 memory, "evolved", "edited: " + ", ".join(sorted(old)),
-                now, {"old": old, "new": new})])
+                now, {"old": old, "new": new}))
+            await self._repo.append_events(events)
         return MemoryPublic.from_record(memory)
 
     async def evolution(self, memory_id: str, principal: Principal) -> Evolution:

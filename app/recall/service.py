@@ -50,6 +50,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 
 import numpy as np
 
@@ -103,6 +104,15 @@ class _Candidate:
 
 
 _Unit = tuple[tuple[str, ...], str]  # a memory's line: (its msg_ids, its text)
+
+
+class PassedOver(StrEnum):
+    """Why `_pack` looked at a memory and did not pack it."""
+
+    duplicate = "duplicate"  # every line it holds was returned by a better memory
+    matched_lines_returned = "matched_lines_returned"  # statements: the lines matching the
+    # query were returned by a better memory, what is left does not match
+    budget = "budget"  # it did not fit in the tokens left, even as its matching lines
 
 
 @dataclass
@@ -509,6 +519,7 @@ class RecallService:
                 fresh = [u for u in units
                          if any((session, i, part) not in returned for i in u[0])]
                 if not fresh:
+                    self._passed_over(c, PassedOver.duplicate, 0)
                     continue  # every message already returned by a better memory
                 # The matching lines are worked out only when they can be used: packed
                 # first (statements), or in place of a whole that does not fit.
@@ -516,6 +527,7 @@ class RecallService:
                 if mode == "lines" or (mode == "auto" and _one_speaker(units)):
                     core = self._core(fresh, matcher, whole=units)
                     if not core:
+                        self._passed_over(c, PassedOver.matched_lines_returned, 0)
                         continue  # its matching lines were returned by a better memory
                 core_first = core is not None and len(core) < len(fresh)
                 choice = core if core is not None and core_first else fresh
@@ -528,6 +540,7 @@ class RecallService:
                 if used + tokens > max_tokens:
                     # Try smaller memories further down, but not forever: each try costs a
                     # tokenization, and far down the list they barely match.
+                    self._passed_over(c, PassedOver.budget, tokens)
                     misses += 1
                     if misses > 2 * top_k:
                         break
@@ -541,6 +554,11 @@ class RecallService:
             for index in focused:
                 used += self._restore(packed, index, returned, max_tokens - used)
         return [p for p in packed if p is not None]
+
+    def _passed_over(self, candidate: _Candidate, why: PassedOver, tokens: int) -> None:
+        """Called by `_pack` for each memory it looked at and did not pack, with the rule
+        and the tokens it needed (0 unless `budget`). Recall needs nothing from it;
+        why_not.py overrides it to explain the real packing instead of re-deriving it."""
 
     def _restore(self, packed: list[_Packed | None], index: int,
                  returned: dict[tuple[str, str, int], int], room: int) -> int:

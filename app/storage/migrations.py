@@ -4,7 +4,8 @@ Scripts live in `alembic-free-migrations/NNNN_name.py`; each defines
 `async def upgrade(ctx: MigrationContext) -> None` using LanceDB's create / add / alter / drop
 column operations. Applied versions are recorded in the `schema_migrations` table. The runner
 holds a cross-process file lock, so two servers starting on one data directory apply each
-script once. Run at start-up, or by hand: `engram migrate`.
+script once; servers on several hosts sharing a bucket hold a lease object there instead
+(leases.py). Run at start-up, or by hand: `engram migrate`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,27 +87,39 @@ async def migrate(
     lock_path: Path,
     up_to: int | None = None,
     directory: Path = MIGRATIONS_DIR,
+    lease: AbstractAsyncContextManager[Any] | None = None,
 ) -> list[int]:
-    """Apply pending migrations (up to `up_to`, default all); return the versions applied."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    """Apply pending migrations (up to `up_to`, default all); return the versions applied.
+
+    `lease`, when given, is held instead of the lock file at `lock_path` (several hosts).
+    """
+    if lease is None:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
     ctx = MigrationContext(db=db, embedding_dim=embedding_dim)
-    applied_now: list[int] = []
     # Start-up is the only caller on the hot path and it is rare: a blocking lock is fine.
-    with FileLock(str(lock_path), timeout=120):
-        done = await applied_versions(db)
-        names = (await db.list_tables()).tables
-        ledger = (
-            await db.open_table(_LEDGER)
-            if _LEDGER in names
-            else await db.create_table(_LEDGER, schema=_LEDGER_SCHEMA)
-        )
-        for migration in discover(directory):
-            if migration.version in done or (up_to is not None and migration.version > up_to):
-                continue
-            log.info("migration_apply", version=migration.version, name=migration.name)
-            await migration.upgrade(ctx)
-            row = {"version": migration.version, "name": migration.name,
-                   "applied_at": datetime.now(UTC)}
-            await ledger.add(pa.Table.from_pylist([row], schema=_LEDGER_SCHEMA))
-            applied_now.append(migration.version)
+    file_lock = FileLock(str(lock_path), timeout=120) if lease is None else nullcontext()
+    async with lease or nullcontext():
+        with file_lock:
+            return await _apply(db, ctx, up_to=up_to, directory=directory)
+
+
+async def _apply(db: Any, ctx: MigrationContext, *, up_to: int | None, directory: Path
+                 ) -> list[int]:
+    applied_now: list[int] = []
+    done = await applied_versions(db)
+    names = (await db.list_tables()).tables
+    ledger = (
+        await db.open_table(_LEDGER)
+        if _LEDGER in names
+        else await db.create_table(_LEDGER, schema=_LEDGER_SCHEMA)
+    )
+    for migration in discover(directory):
+        if migration.version in done or (up_to is not None and migration.version > up_to):
+            continue
+        log.info("migration_apply", version=migration.version, name=migration.name)
+        await migration.upgrade(ctx)
+        row = {"version": migration.version, "name": migration.name,
+               "applied_at": datetime.now(UTC)}
+        await ledger.add(pa.Table.from_pylist([row], schema=_LEDGER_SCHEMA))
+        applied_now.append(migration.version)
     return applied_now

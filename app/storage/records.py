@@ -49,6 +49,7 @@ class MessageRecord(_Record):
     tags: list[str] = field(default_factory=list)
     state: str = "pending"  # pending: in the raw log, memories not yet built; done
     job_id: str | None = None
+    pinned: bool = False  # stored with `pinned: true`: its build pins its memories (0006)
     key: str = ""
 
     def __post_init__(self) -> None:
@@ -109,6 +110,9 @@ class MemoryRecord(_Record):
     score_hash: str = ""
     decision: str = ""
     decided_at: datetime | None = None
+    # Pinned by the client (migration 0006): always in the context, never compressed or
+    # forgotten.
+    pinned: bool = False
 
 
 @dataclass

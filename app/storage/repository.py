@@ -19,8 +19,10 @@ import pyarrow as pa
 import structlog
 
 from app.config import Settings
+from app.storage.leases import LeaseStore
 from app.storage.migrations import migrate
 from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
+from app.storage.object_store import location_for
 from app.storage.records import (
     ArchiveRecord,
     EventRecord,
@@ -60,9 +62,12 @@ class MemoryFilter:
     state: str | None = "active"
     min_importance: int | None = None
     tag: str | None = None
+    pinned: bool | None = None
 
     def to_sql(self) -> str:
         parts = [f"namespace = {sql_str(self.namespace)}"]
+        if self.pinned is not None:
+            parts.append("pinned" if self.pinned else "NOT pinned")
         for column in ("session_id", "category", "tier", "branch", "state"):
             value = getattr(self, column)
             if value is not None:
@@ -72,6 +77,17 @@ class MemoryFilter:
         if self.tag is not None:
             parts.append(f"array_has(tags, {sql_str(self.tag)})")
         return " AND ".join(parts)
+
+
+@dataclass
+class NamespaceStats:
+    """What a namespace holds (`Repository.namespace_overview`)."""
+
+    namespace: str
+    memories: int = 0
+    sessions: int = 0
+    pinned: int = 0
+    last_stored_at: datetime | None = None
 
 
 # Quote marks, straight and typographic, Western and CJK: in a full-text query string they
@@ -177,6 +193,8 @@ class Repository:
         # the rows it counts, so a store read often drifts out of its full-text index).
         self._rows_since_compaction: dict[str, int] = dict.fromkeys(tables, 0)
         self.last_write_monotonic = time.monotonic()
+        # Lease objects ordering namespace writes across hosts (leases.py); None: lock files.
+        self.leases: LeaseStore | None = None
         # Small namespaces' memories for exact searches (namespace_cache.py); every write to
         # the memories table below reports what it changed (`_write_memories`).
         self.namespace_cache = NamespaceCache(
@@ -193,9 +211,20 @@ class Repository:
 
     @classmethod
     async def open(cls, settings: Settings, *, embedding_dim: int) -> Repository:
-        """Connect, apply pending migrations and open every table."""
+        """Connect, apply pending migrations and open every table.
+
+        On an object store (s3://) the bucket is checked first (reachable, credentials
+        accepted, conditional writes honoured); each failure raises `Unavailable` naming it.
+        """
         if not settings.lancedb_uri:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
+        location = location_for(settings.resolved_lancedb_uri, settings.storage_options)
+        leases = None
+        if location is not None:
+            await location.check()
+            log.info("object_store_checked", uri=location.uri, endpoint=location.endpoint)
+            if settings.uses_leases:
+                leases = LeaseStore(location.store, ttl=settings.lease_ttl_seconds)
         interval = timedelta(seconds=settings.read_consistency_seconds)
         db = await lancedb.connect_async(
             settings.resolved_lancedb_uri,
@@ -206,12 +235,15 @@ class Repository:
             db,
             embedding_dim=embedding_dim,
             lock_path=settings.resolved_lock_dir / "migrations.lock",
+            lease=None if leases is None else leases.held(
+                "migrations", max_wait=max(120.0, 4 * settings.lease_ttl_seconds)),
         )
         tables = {name: await db.open_table(name) for name in TABLES}
         repo = cls(db, tables, embedding_dim=embedding_dim,
                    cache_rows=settings.namespace_cache_max_rows,
                    cache_namespace_rows=settings.namespace_cache_max_namespace_rows,
                    write_batch_max_rows=settings.write_batch_max_rows)
+        repo.leases = leases
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
         await repo._count_unindexed_rows()
@@ -428,6 +460,79 @@ class Repository:
         by_id = {m.id: m for m in await self.get_memories(page_ids)} if page_ids else {}
         return [by_id[i] for i in page_ids if i in by_id], len(keys)
 
+    async def search_memories(self, where: MemoryFilter, *, vector: Sequence[float], text: str,
+                              limit: int) -> tuple[list[SearchHit], list[SearchHit]]:
+        """The `limit` memories matching `where` closest to `vector` (cosine), and the
+        `limit` best full-text (BM25) matches of `text`, both filtered before the search.
+
+        For listing with `q=`: whole records (no vectors), searched exhaustively, so every
+        filter of the listing applies exactly (the caller fuses the two rankings).
+        """
+        sql = where.to_sql()
+        columns = self._columns("memories", exclude=("vector",))
+        near = await (
+            self._tables["memories"].query().nearest_to(list(vector)).distance_type("cosine")
+            .where(sql).bypass_vector_index().select([*columns, "_distance"]).limit(limit)
+            .to_arrow())
+        vector_hits = [
+            SearchHit(MemoryRecord.from_row(row), cosine=1.0 - float(d))
+            for row, d in zip(near.drop_columns(["_distance"]).to_pylist(),
+                              near.column("_distance").to_pylist(), strict=True)]
+        found = await (
+            self._tables["memories"].query().nearest_to_text(full_text_query(text, "text"))
+            .where(sql).select([*columns, "_score"]).limit(limit).to_arrow())
+        keyword_hits = [
+            SearchHit(MemoryRecord.from_row(row), bm25=float(score))
+            for row, score in zip(found.drop_columns(["_score"]).to_pylist(),
+                                  found.column("_score").to_pylist(), strict=True)]
+        return vector_hits, keyword_hits
+
+    async def context_memories(self, namespace: str, *, durable_categories: Sequence[str],
+                               durable_min_importance: int) -> list[MemoryRecord]:
+        """What a context starts from: the namespace's pinned memories (unless forgotten)
+        and its durable facts (active long-term memories and summaries, and decisions and
+        preferences of at least `durable_min_importance`)."""
+        durable = (f"tier = 'longterm' OR array_length(summary_of) > 0 OR "
+                   f"({sql_in('category', durable_categories)} AND "
+                   f"importance >= {int(durable_min_importance)})")
+        where = (f"namespace = {sql_str(namespace)} AND ((pinned AND state != 'forgotten') "
+                 f"OR (state = 'active' AND ({durable})))")
+        return await self._select("memories", MemoryRecord, where)
+
+    async def memory_texts_like(self, namespace: str, text: str, *, limit: int) -> list[str]:
+        """The texts of the namespace's memories (any state) that best match `text` by
+        full-text search (the recall firewall's candidates)."""
+        found = await (
+            self._tables["memories"].query().nearest_to_text(full_text_query(text, "text"))
+            .where(f"namespace = {sql_str(namespace)}").select(["text", "_score"])
+            .limit(limit).to_arrow())
+        return [t for t in found.column("text").to_pylist() if t]
+
+    async def namespace_overview(self) -> list[NamespaceStats]:
+        """Every namespace holding memories or sessions, with its counts, sorted by name.
+
+        Reads two narrow columns of memories and sessions (a scan: the listing is an
+        operator's and a UI's view, not a per-turn call).
+        """
+        memories = await (self._tables["memories"].query()
+                          .select(["namespace", "pinned"]).to_arrow())
+        sessions = await (self._tables["sessions"].query()
+                          .select(["namespace", "stored_at", "updated_at"]).to_arrow())
+        stats: dict[str, NamespaceStats] = {}
+        for namespace, pinned in zip(memories.column("namespace").to_pylist(),
+                                     memories.column("pinned").to_pylist(), strict=True):
+            entry = stats.setdefault(namespace, NamespaceStats(namespace))
+            entry.memories += 1
+            entry.pinned += bool(pinned)
+        for row in sessions.to_pylist():
+            entry = stats.setdefault(row["namespace"], NamespaceStats(row["namespace"]))
+            entry.sessions += 1
+            stored = row["updated_at"] or row["stored_at"]
+            if stored is not None and (entry.last_stored_at is None
+                                       or stored > entry.last_stored_at):
+                entry.last_stored_at = stored
+        return [stats[name] for name in sorted(stats)]
+
     async def update_memory(self, memory_id: str, values: dict[str, Any], *,
                             namespace: str | None = None) -> None:
         """Set some columns of one memory (no re-embedding; use upsert_memories for text);
@@ -443,10 +548,12 @@ class Repository:
     async def forgettable_memories(
         self, namespace: str, *, untouched_since: datetime, max_importance: int
     ) -> list[MemoryRecord]:
-        """Active, unprotected, low-importance memories nobody touched since the cutoff."""
+        """Active, unprotected, unpinned, low-importance memories nobody touched since the
+        cutoff."""
         since = sql_time(untouched_since)
         where = (
             f"namespace = {sql_str(namespace)} AND state = 'active' AND NOT protected "
+            "AND NOT pinned "
             f"AND importance <= {int(max_importance)} "
             f"AND coalesce(last_accessed, updated_at, created_at) < {since}"
         )

@@ -25,6 +25,7 @@ from app.classify.analyzer import Analysis, analyze
 from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
+from app.memories.lifecycle import pin_event
 from app.recall.newer import mark_superseded
 from app.storage.records import (
     EventRecord,
@@ -35,6 +36,15 @@ from app.storage.records import (
 )
 from app.storage.repository import Repository
 from app.store.chunker import Chunk, assign_ids, is_long, plan_chunks, split_long
+from app.store.firewall import (
+    QUOTING_ROLES,
+    carries_block,
+    long_enough_to_quote,
+    memory_lines,
+    quoted_lines,
+    quotes_only_memories,
+    words_of,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +58,7 @@ class BuildOutcome:
     deleted: list[str] = field(default_factory=list)
     messages_done: int = 0
     job_ids: set[str] = field(default_factory=set)
+    firewalled: list[str] = field(default_factory=list)  # Engram's own text (firewall.py)
 
 
 def language_of(text: str) -> str:
@@ -93,10 +104,14 @@ class MemoryBuilder:
         unassigned = [m for m in pending if m.msg_id not in in_memory]
         if self._settings.skip_small_talk:
             unassigned = [m for m in unassigned if not is_small_talk(m.content)]
+        echoes = await self._echoes(namespace, unassigned) if self._settings.store_firewall \
+            else set()
+        unassigned = [m for m in unassigned if m.msg_id not in echoes]
         chunks += self._new_chunks(unassigned, memories, affected, by_id)
 
         existing = {m.id: m for m in memories}
-        outcome = BuildOutcome(job_ids={m.job_id for m in pending if m.job_id})
+        outcome = BuildOutcome(job_ids={m.job_id for m in pending if m.job_id},
+                               firewalled=[m.msg_id for m in pending if m.msg_id in echoes])
         ids = assign_ids(namespace, session_id, chunks, taken=existing)
         keep_ids = set(ids)
         # Memories of affected chunks that no chunk produces any more (message deleted, or a
@@ -122,9 +137,15 @@ class MemoryBuilder:
                     {"old_text": old.text, "new_text": record.text, "msg_ids": record.msg_ids},
                     event_id=_replay_safe_id(record, "evolved")))
 
+        pins = self._pins(pending, records, memories, now, gone=set(outcome.deleted))
+        events += [pin_event(m, True, "stored with pinned: true", now) for m in pins]
+
         # Order matters for crash safety: memories, then events, then the raw log marked done,
         # then the ledger. Replaying any suffix of these steps is harmless.
         await self._repo.upsert_memories(records)
+        rewritten = {r.id for r in records}
+        await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
+                                             for m in pins if m.id not in rewritten])
         await self._repo.append_events(events)
         await mark_superseded(self._repo, records, now=now,
                               threshold=self._settings.model_profile.supersede_cosine)
@@ -138,6 +159,44 @@ class MemoryBuilder:
                  created=len(outcome.created), updated=len(outcome.updated),
                  deleted=len(outcome.deleted), messages=len(pending))
         return outcome
+
+    async def _echoes(self, namespace: str, messages: Sequence[MessageRecord]) -> set[str]:
+        """The msg_ids of `messages` that are Engram's own text sent back (firewall.py):
+        kept in the raw log, never made into memories."""
+        found: set[str] = set()
+        for message in messages:
+            if carries_block(message.content):
+                found.add(message.msg_id)
+                continue
+            if message.role not in QUOTING_ROLES:
+                continue
+            lines = quoted_lines(message.content)
+            if not long_enough_to_quote(lines):
+                continue  # too short to be a quote: no search needed
+            texts = await self._repo.memory_texts_like(
+                namespace, words_of(message.content), limit=min(50, 5 + 2 * len(lines)))
+            if quotes_only_memories(lines, memory_lines(texts)):
+                found.add(message.msg_id)
+        if found:
+            log.info("firewall_kept_out", namespace=namespace, messages=len(found))
+        return found
+
+    @staticmethod
+    def _pins(pending: Sequence[MessageRecord], records: Sequence[MemoryRecord],
+              memories: Sequence[MemoryRecord], now: datetime, *, gone: set[str]
+              ) -> list[MemoryRecord]:
+        """The memories a pinned message of this build newly pins (set pinned in place):
+        those being written and the unchanged ones that hold such a message."""
+        pinned_ids = {m.msg_id for m in pending if m.pinned}
+        if not pinned_ids:
+            return []
+        written = {r.id for r in records}
+        candidates = [*records, *(m for m in memories if m.id not in written
+                                  and m.id not in gone)]
+        pins = [m for m in candidates if not m.pinned and pinned_ids.intersection(m.msg_ids)]
+        for memory in pins:
+            memory.pinned, memory.updated_at = True, now
+        return pins
 
     async def with_new_text(self, memory: MemoryRecord, text: str) -> MemoryRecord:
         """A copy of `memory` carrying an edited text: re-analysed and re-embedded."""
@@ -324,6 +383,7 @@ class MemoryBuilder:
             # it is active (the next compression pass drops its stale archive row).
             record.state = "active" if old.state == "compressed" else old.state
             record.protected = old.protected
+            record.pinned = old.pinned
             record.tags = sorted(set(old.tags) | set(tags))
             if old.importance_overridden:
                 record.importance = old.importance

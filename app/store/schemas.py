@@ -74,6 +74,12 @@ class StoreRequest(BaseModel):
         description="true: store new and changed messages only. false: a session that is "
         "already stored is skipped outright.",
     )
+    pinned: bool = Field(
+        default=False, strict=True,
+        description="true: pin every memory that holds a message of this call (also one "
+        "sent before unchanged): always in `POST /v1/context`, never compressed or "
+        "forgotten. false leaves existing pins as they are (unpin with PATCH).",
+    )
     wait: bool = Field(
         default=True, strict=True,
         description="true: return after the memories are built (200, with their ids). false: "
@@ -98,6 +104,11 @@ class StoreResult(BaseModel):
     skipped: int = Field(description="Messages already stored unchanged.")
     memories_created: list[str] = Field(default_factory=list)
     memories_updated: list[str] = Field(default_factory=list)
+    firewalled: list[str] = Field(
+        default_factory=list,
+        description="msg_ids kept in the raw log but made into no memory: Engram's own "
+        "text sent back (an injection block, or an assistant or system message quoting "
+        "stored memories; see docs/recall-firewall.md).")
     job_id: str | None = Field(default=None, description="With wait=false: poll /v1/jobs/{id}.")
 
 

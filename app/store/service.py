@@ -147,6 +147,7 @@ class StoreService:
                     outcome = await self._build(ns, sid)
                     result.memories_created = outcome.created
                     result.memories_updated = outcome.updated
+                    result.firewalled = outcome.firewalled
                 elif result.status == StoreStatus.unchanged and has_pending:
                     # Sent before with wait=false (or cut off by a crash) and not built yet:
                     # a waiting caller gets its memories built now.
@@ -176,9 +177,11 @@ class StoreService:
                 result.skipped = len(incoming)
                 return result, has_pending
             records = self._raw_log_rows(request, incoming, stored)
-            result.new = sum(1 for r in records if r.msg_id not in stored)
-            result.updated = len(records) - result.new
-            result.skipped = len(incoming) - len(records)
+            changed = [r for r in records if r.msg_id not in stored
+                       or stored[r.msg_id].content_hash != r.content_hash]
+            result.new = sum(1 for r in changed if r.msg_id not in stored)
+            result.updated = len(changed) - result.new
+            result.skipped = len(incoming) - len(changed)
             if not records:
                 result.status = StoreStatus.unchanged
                 return result, has_pending
@@ -207,8 +210,13 @@ class StoreService:
         rows: list[MessageRecord] = []
         for message in incoming:
             old = stored.get(message.msg_id)
-            if old is not None and old.content_hash == message.digest:
+            if old is not None and old.content_hash == message.digest and (
+                    not request.pinned or old.pinned):
                 continue  # unchanged: same id, same bytes (never compared by length)
+            # An unchanged message sent again with `pinned: true` (and not stored pinned
+            # before) is written again, pending and pinned: its build pins the memories
+            # holding it (their text is unchanged, so nothing is embedded again). Once stored
+            # pinned, a repeat changes nothing: an unpin by PATCH holds.
             if old is None:
                 seq, next_seq = next_seq, next_seq + 1
             else:
@@ -219,6 +227,7 @@ class StoreService:
                 content_hash=message.digest, timestamp=message.timestamp,
                 received_at=old.received_at if old else now, source=request.source,
                 branch=request.branch, tags=list(request.tags), state="pending",
+                pinned=request.pinned,
             ))
         return rows
 
@@ -231,11 +240,21 @@ class StoreService:
                 found = await self._repo.get_job(job_id)
                 if found is not None and found.state == JobState.queued:
                     jobs[job_id] = found
+        if any(job_id not in outcome.job_ids for job_id in jobs):
+            # A job whose messages reached the raw log after this build read it is not
+            # finished: its messages are still pending and the build queued by its store
+            # finishes it. A job with no pending message (its raw-log write was lost in a
+            # crash, or built by another process) is finished here.
+            still_pending = {m.job_id for m in await self._repo.session_messages(
+                namespace, session_id) if m.state == "pending" and m.job_id}
+            jobs = {i: j for i, j in jobs.items()
+                    if i in outcome.job_ids or i not in still_pending}
         now = datetime.now(UTC)
         for job in jobs.values():
             result = json.loads(job.result or "{}")
             result["memories_created"] = outcome.created
             result["memories_updated"] = outcome.updated
+            result["firewalled"] = outcome.firewalled
             if result.get("status") == StoreStatus.queued:
                 result["status"] = StoreStatus.stored
             job.state, job.updated_at, job.result = JobState.done, now, json.dumps(result)

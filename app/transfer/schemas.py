@@ -144,6 +144,7 @@ class ImportedMemory(_Imported):
     tier: Tier = Tier.session
     state: MemoryState = MemoryState.active
     protected: bool = False
+    pinned: bool = False
     score_novelty: Unit = 0.0
     score_entropy: Unit = 0.0
     score_task: Unit = 0.0

@@ -5,8 +5,9 @@ real LanceDB data directory, real bundled model) through the HTTP API only: stor
 sessions, appends, edits, id-less messages sent twice, msg_ids 1, 2, 3 reused by every
 session, `wait=false` stores (also SIGKILLed right after the 202), message and session
 deletes, forced compression passes (also cut short by SIGKILL), restores of compressed
-memories, export, import into the same and into a fresh namespace, graceful and hard
-restarts, English, Chinese and mixed text. The model is what a client was told was stored.
+memories, pins and unpins, export, import into the same and into a fresh namespace,
+graceful and hard restarts, English, Chinese and mixed text. The model is what a client was
+told was stored.
 
 After every step, for every namespace the machine uses (observed through the namespace's
 export, its memory list and its sessions ledger, the API's own reads):
@@ -19,6 +20,8 @@ export, its memory list and its sessions ledger, the API's own reads):
 - every active memory's text is its messages as they are now; every compressed memory has an
   archive row holding its original text byte for byte (the text last seen before the pass),
   and `POST /v1/memories/{id}/restore` gives it back (a rule);
+- the memories pinned are exactly those the machine pinned, and a pinned memory is active
+  (never compressed or forgotten, whatever passes ran);
 - the sessions ledger counts each session's messages and lists its memories;
 - a namespace the step did not target has exactly the export it had before the step;
 - no response is a 5xx, and every `wait=false` job finishes.
@@ -108,6 +111,8 @@ class NamespaceModel:
     sessions: dict[str, dict[str, Message]] = field(default_factory=dict)
     # Originals of memories as last seen active: what a restore must give back.
     originals: dict[str, str] = field(default_factory=dict)
+    # Memories pinned by the machine (and still there): never compressed or forgotten.
+    pinned: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -477,6 +482,22 @@ class StatefulMachine(RuleBasedStateMachine):
                 f"restore of {memory_id} did not give back the original byte for byte:\n"
                 f"{restored['text']!r}\n!=\n{original!r}")
 
+    @rule(data=st.data(), pinned=st.booleans())
+    def pin_or_unpin(self, data: st.DataObject, pinned: bool) -> None:
+        """PATCH a memory's pin; a pinned memory must then survive every compression."""
+        pick = data.draw(st.integers(0, 10**6), label="pinned memory index")
+        choices = sorted((ns, i) for ns, seen in self.seen.items()
+                         for i, m in seen.memories.items()
+                         if m["state"] == "active" and not m["summary_of"])
+        if not choices:
+            return
+        ns, memory_id = choices[pick % len(choices)]
+        self.touched.add(ns)
+        body = self.call("PATCH", f"/v1/memories/{memory_id}", json={"pinned": pinned}).json()
+        assert body["pinned"] is pinned, body
+        (self.models[ns].pinned.add if pinned else self.models[ns].pinned.discard)(memory_id)
+        self.tally["pins" if pinned else "unpins"] += 1
+
     # --- rules: export and import ------------------------------------------------------
 
     @precondition(lambda self: self.has_sessions())
@@ -509,6 +530,7 @@ class StatefulMachine(RuleBasedStateMachine):
         self.models[target] = copy
         self.tally["imports into a fresh namespace"] += 1
         self.seen[target] = self.observe(target)
+        copy.pinned = {i for i, m in self.seen[target].memories.items() if m["pinned"]}
         # The copy's compressed memories restore to the source's originals.
         for memory in self.seen[target].memories.values():
             if memory["state"] == "compressed" and not memory["summary_of"]:
@@ -619,6 +641,15 @@ class StatefulMachine(RuleBasedStateMachine):
         crowded = {k: n for k, n in holders.items() if n > MAX_MEMORIES_PER_MESSAGE}
         assert not crowded, (
             f"{ns}: messages in more memories than an overlap of {OVERLAP} allows: {crowded}")
+
+        # Pins: exactly the machine's, and a pinned memory is never compressed or forgotten
+        # (a rebuild keeps its pin; a memory deleted by a message delete leaves the set).
+        model.pinned &= set(seen.memories)
+        assert {i for i, m in seen.memories.items() if m["pinned"]} == model.pinned, (
+            f"{ns}: pinned memories differ from those pinned: {model.pinned}")
+        for memory_id in model.pinned:
+            assert seen.memories[memory_id]["state"] == "active", (
+                f"{ns}: pinned memory {memory_id} is {seen.memories[memory_id]['state']}")
 
         # Sessions ledger: message counts and memories of every session with messages.
         ledger = {s["session_id"]: s for s in seen.sessions}

@@ -215,7 +215,7 @@ async def test_two_servers_racing_store_delete_compress_lose_nothing(
         gone = set(ledger.acked) - expected
 
         # The raw log, below the API: each kept message once, no deleted one.
-        rows = storage_rows(a.data_dir, "messages", f"namespace = '{NAMESPACE}'",
+        rows = storage_rows(a, "messages", f"namespace = '{NAMESPACE}'",
                             ["session_id", "msg_id", "state"])
         copies = Counter((r["session_id"], r["msg_id"]) for r in rows)
         if twice := [k for k, n in copies.items() if n > 1]:

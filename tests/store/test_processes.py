@@ -141,24 +141,30 @@ async def assert_memories_readable(client: httpx.AsyncClient, memories: list[Jso
                 memory["text"], memory["msg_ids"], memory["category"])
 
 
-def storage_rows(data_dir: Path, table: str, where: str, columns: list[str]) -> list[Json]:
-    """Rows straight from the LanceDB files, below the API: duplicates cannot hide here."""
-    db = lancedb.connect(str(data_dir / "lancedb"))
+def storage_rows(where_from: Path | ServerProcess, table: str, where: str, columns: list[str]
+                 ) -> list[Json]:
+    """Rows straight from the LanceDB tables of a data directory or of a server (its
+    directory or its bucket), below the API: duplicates cannot hide here."""
+    if isinstance(where_from, ServerProcess):
+        db = lancedb.connect(where_from.lancedb_uri,
+                             storage_options=where_from.storage_options or None)
+    else:
+        db = lancedb.connect(str(where_from / "lancedb"))
     rows: list[Json] = (db.open_table(table).search().where(where).select(columns)
                         .limit(None).to_arrow().to_pylist())
     return rows
 
 
-def assert_storage_clean(data_dir: Path, namespace: str, *, messages: int,
+def assert_storage_clean(server: Path | ServerProcess, namespace: str, *, messages: int,
                          memory_ids: set[str]) -> None:
     """No duplicate rows in the raw log or the memories; every vector present and unit-length."""
     where = f"namespace = '{namespace}'"
-    msg_rows = storage_rows(data_dir, "messages", where, ["key", "state"])
+    msg_rows = storage_rows(server, "messages", where, ["key", "state"])
     keys = Counter(r["key"] for r in msg_rows)
     assert [k for k, n in keys.items() if n > 1] == [], "duplicate rows in the raw log"
     assert len(msg_rows) == messages
     assert {r["state"] for r in msg_rows} == {"done"}, "messages left pending"
-    mem_rows = storage_rows(data_dir, "memories", where, ["id", "vector"])
+    mem_rows = storage_rows(server, "memories", where, ["id", "vector"])
     ids = Counter(r["id"] for r in mem_rows)
     assert [i for i, n in ids.items() if n > 1] == [], "duplicate memory rows"
     assert set(ids) == memory_ids
@@ -427,7 +433,7 @@ async def test_sigkill_mid_ingest_loses_no_acknowledged_message(
     laps('every session checked')
     crash_server.stop()
     for ns in CRASH_NAMESPACES:
-        assert_storage_clean(crash_server.data_dir, ns,
+        assert_storage_clean(crash_server, ns,
                              messages=CRASH_SESSIONS_PER_NAMESPACE * CRASH_MESSAGES_PER_SESSION,
                              memory_ids=memory_ids[ns])
     laps('storage checked')

@@ -1,0 +1,237 @@
+"""Leases: the cross-host half of a namespace write lock, as objects in the bucket.
+
+Servers that share no file system cannot share a file lock. They share the bucket, and S3
+conditional writes make an object a lock (docs/scaling.md says why this and not another
+scheme):
+
+- `<prefix>/_engram/leases/<name>.lease` holds JSON: the owner's token, host and pid, the
+  state (`held` or `free`) and a renewal counter;
+- acquire: create it with `If-None-Match: *`, or replace a `free` one with `If-Match:
+  <its etag>`. Whoever loses the race gets 412 and waits;
+- while held, the owner rewrites it every `ttl / 3` (`If-Match`: still its own), so its
+  etag changes; release writes `free` the same way. Nothing is ever deleted;
+- a holder that stops renewing is dead: a waiter that has seen one etag for longer than the
+  TTL (measured on its own monotonic clock, so clocks of different hosts never matter)
+  takes the lease over with `If-Match` on that etag. On the holder's own host a waiter need
+  not wait that long: an owner process that no longer exists there is dead at once (a server
+  restarted after a crash gets its namespaces back without waiting out the TTL).
+
+Every step is one conditional request, so two servers can never both believe they hold one
+lease, short of a holder paused for longer than the TTL (then its next renewal fails and
+says so in the log, `lease_lost`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+LEASE_PREFIX = "_engram/leases"
+# Pauses between attempts while another server holds the lease: each attempt is a GET. As
+# short as the lock files' polling, or a server releasing and re-taking a lease at once
+# would starve a waiting server for longer (there is no queue of waiters).
+_POLL_SECONDS = (0.01, 0.02, 0.05, 0.1)
+
+
+def _host_identity() -> str:
+    """Equal for two processes exactly when one can tell by pid whether the other lives:
+    same kernel boot and same pid namespace (two containers on one host differ)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return f"{socket.gethostname()}:{uuid.uuid4().hex}"  # never equal: no shortcut
+    return f"{socket.gethostname()}:{boot}:{pid_ns}"
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Lease:
+    name: str
+    token: str
+    etag: str
+    renewals: int = 0
+    lost: bool = False
+    renewer: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class LeaseStore:
+    """Acquire and release named leases in one bucket prefix.
+
+    Args:
+        store: an obstore store (S3), rooted at the LanceDB URI's prefix.
+        ttl: seconds without a renewal after which a lease is taken from its holder.
+    """
+
+    def __init__(self, store: Any, *, ttl: float) -> None:
+        self._store = store
+        self.ttl = ttl
+        self._host = _host_identity()
+        self._pid = os.getpid()
+        # name -> (etag, monotonic time first seen) of leases other processes hold.
+        self._seen: dict[str, tuple[str, float]] = {}
+        self.takeovers = 0
+
+    def _path(self, name: str) -> str:
+        return f"{LEASE_PREFIX}/{name}.lease"
+
+    def _body(self, lease_token: str, state: str, renewals: int) -> bytes:
+        return json.dumps({"owner": lease_token, "host": self._host, "pid": self._pid,
+                           "state": state, "renewals": renewals, "ttl": self.ttl,
+                           "written_at": time.time()}).encode()
+
+    async def _read(self, name: str) -> tuple[dict[str, Any], str] | None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        try:
+            result = await obstore.get_async(self._store, self._path(name))
+            data = bytes(await result.bytes_async())
+        except (NotFoundError, FileNotFoundError):
+            return None
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = {"state": "free"}  # unreadable: treat as free, the If-Match still guards
+        return body, str(result.meta["e_tag"])
+
+    async def _put(self, name: str, body: bytes, *, etag: str | None) -> str | None:
+        """Conditional write: create (etag None) or replace the object with `etag`.
+
+        Returns the new etag, or None when the condition failed (someone else wrote).
+        """
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        mode: Any = "create" if etag is None else {"e_tag": etag}
+        try:
+            result = await obstore.put_async(self._store, self._path(name), body, mode=mode)
+        except (AlreadyExistsError, PreconditionError, FileExistsError):
+            return None
+        return str(result["e_tag"])
+
+    def _holder_is_dead(self, name: str, body: dict[str, Any], etag: str) -> bool:
+        if body.get("host") == self._host and isinstance(body.get("pid"), int) \
+                and body["pid"] != self._pid and not _process_exists(body["pid"]):
+            return True
+        seen = self._seen.get(name)
+        now = time.monotonic()
+        if seen is None or seen[0] != etag:
+            self._seen[name] = (etag, now)
+            return False
+        ttl = float(body.get("ttl") or self.ttl)
+        return now - seen[1] > max(ttl, self.ttl)
+
+    async def try_acquire(self, name: str) -> Lease | None:
+        """One attempt: the lease if it was free (or its holder dead), else None."""
+        token = uuid.uuid4().hex
+        current = await self._read(name)
+        if current is None:
+            etag = await self._put(name, self._body(token, "held", 0), etag=None)
+        else:
+            body, old = current
+            if body.get("state") == "held":
+                if not self._holder_is_dead(name, body, old):
+                    return None
+                log.warning("lease_taken_over", lease=name, owner=body.get("owner"),
+                            host=body.get("host"), pid=body.get("pid"))
+                self.takeovers += 1
+            etag = await self._put(name, self._body(token, "held", 0), etag=old)
+        if etag is None:
+            return None
+        self._seen.pop(name, None)
+        lease = Lease(name, token, etag)
+        lease.renewer = asyncio.create_task(self._renew(lease), name=f"lease-{name}")
+        return lease
+
+    async def acquire(self, name: str, *, max_wait: float) -> Lease:
+        """Wait for the lease up to `max_wait` seconds.
+
+        Raises:
+            TimeoutError: another process held it all that time.
+        """
+        deadline = time.monotonic() + max_wait
+        attempt = 0
+        while True:
+            lease = await self.try_acquire(name)
+            if lease is not None:
+                return lease
+            if time.monotonic() > deadline:
+                raise TimeoutError(name)
+            await asyncio.sleep(_POLL_SECONDS[min(attempt, len(_POLL_SECONDS) - 1)])
+            attempt += 1
+
+    async def _rewrite(self, lease: Lease, state: str) -> bool:
+        """Write our lease again (renewed, or free); False when it is no longer ours."""
+        renewals = lease.renewals + 1
+        etag = await self._put(lease.name, self._body(lease.token, state, renewals),
+                               etag=lease.etag)
+        if etag is None:
+            # A write of ours may have landed unanswered (a cancelled renewal): still ours?
+            current = await self._read(lease.name)
+            if current is None or current[0].get("owner") != lease.token:
+                return False
+            etag = await self._put(lease.name, self._body(lease.token, state, renewals),
+                                   etag=current[1])
+            if etag is None:
+                return False
+        lease.etag, lease.renewals = etag, renewals
+        return True
+
+    async def _renew(self, lease: Lease) -> None:
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                if not await self._rewrite(lease, "held"):
+                    lease.lost = True
+                    log.error("lease_lost", lease=lease.name,
+                              detail="another server took the lease over: this server did "
+                              "not renew it within the TTL")
+                    return
+            except Exception as error:  # a network blip: the next renewal tries again
+                log.warning("lease_renewal_failed", lease=lease.name, error=str(error)[:200])
+
+    async def release(self, lease: Lease) -> None:
+        if lease.renewer is not None:
+            lease.renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lease.renewer
+        if lease.lost:
+            return
+        try:
+            if not await self._rewrite(lease, "free"):
+                log.error("lease_lost", lease=lease.name, detail="taken over before release")
+        except Exception as error:
+            # It stays held until its TTL runs out; other servers then take it over.
+            log.warning("lease_release_failed", lease=lease.name, error=str(error)[:200])
+
+    @asynccontextmanager
+    async def held(self, name: str, *, max_wait: float) -> AsyncIterator[Lease]:
+        lease = await self.acquire(name, max_wait=max_wait)
+        try:
+            yield lease
+        finally:
+            await asyncio.shield(self.release(lease))

@@ -1,0 +1,22 @@
+"""One real `engram serve` for the client and CLI tests, with an admin and a scoped key."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tests.procs import ServerProcess
+
+ADMIN = "admin-key-0123456789abcdef"
+ALICE = "alice-key-0123456789abcdef"  # may use the namespaces alice and alice-copy
+
+
+@pytest.fixture(scope="package")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("clients")
+    env = {"ENGRAM_ADMIN_KEYS": json.dumps([ADMIN]),
+           "ENGRAM_NAMESPACE_KEYS": json.dumps({ALICE: ["alice", "alice-copy"]})}
+    with ServerProcess(root / "data", env=env, name="clients") as proc:
+        yield proc
