@@ -109,11 +109,6 @@ class Settings(BaseSettings):
     # In the ranking, the vector's weight shrinks by the share of the query's tokens the
     # model does not know ([UNK]): its cosine cannot tell apart texts it cannot read.
     recall_unknown_token_discount: bool = True
-    # Short questions ("体检哪天", "Caroline's job") carry little meaning for the vector
-    # and are mostly their keywords: this much more keyword weight at one term, fading to
-    # none at `recall_short_query_terms` terms.
-    recall_short_query_bonus: float = Field(default=0.0, ge=0, le=0.5)
-    recall_short_query_terms: int = Field(default=4, ge=1, le=20)
     # The vector part maps cosine linearly from floor (0) to ceiling (1): for MiniLM,
     # unrelated text scores about 0.05 and a close paraphrase 0.55 or more; for e5 about
     # 0.78 and 0.92. They set what min_score means. [profile]
@@ -135,17 +130,8 @@ class Settings(BaseSettings):
     # "auto" does "lines" for one speaker's statements and "fallback" for dialogue.
     recall_pack_focus: Literal["off", "fallback", "lines", "auto"] = "auto"
     recall_focus_ratio: float = Field(default=0.5, ge=0, le=1)
-    recall_focus_context: int = Field(default=0, ge=0, le=10)
-    # Second hop (RecallService._bridge): search again with the best statement's line when it
-    # holds at most this share of the question's terms. 1: always (a line that names the
-    # asked thing in every word of the question, "我路过的景区是X", still leaves "what is X
-    # like" to another memory).
+    # Second hop (RecallService._bridge): search again with the best statement's line.
     recall_bridge: bool = True
-    recall_bridge_max_share: float = Field(default=1.0, ge=0, le=1)
-    # The hop is scored without the question's words that none of the first search's
-    # candidates held (its scaffolding: "下列哪一项最符合"), so a memory that shares only
-    # the line's name with it still passes `min_score`.
-    recall_bridge_drop_absent: bool = True
     # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).
     recall_equivalents: bool = True
     recall_other_branch_factor: float = Field(default=0.8, ge=0, le=1)

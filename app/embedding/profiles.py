@@ -43,6 +43,11 @@ class ModelProfile:
             Chinese relevance leans on exact matches; e5 can).
         related_cosine: the cosine above which a memory is what a reference phrase ("as I
             said before") points to (compression's feedback).
+        supersede_cosine: the cosine from which a later memory that shares a subject with
+            an earlier one restates or changes its fact (app/recall/newer.py): MiniLM's
+            restatements sit at 0.57-0.80, e5's at 0.88-0.97 and lower when another line of
+            the memory dilutes them (its unrelated Chinese pairs reach 0.91, which the
+            shared-subject test rules out).
     """
 
     name: str
@@ -52,6 +57,7 @@ class ModelProfile:
     keyword_weight: float
     keyword_weight_zh: float
     related_cosine: float
+    supersede_cosine: float
 
     def with_overrides(self, overrides: dict[str, Any]) -> ModelProfile:
         known = {f.name for f in fields(self)} - {"name"}
@@ -66,11 +72,13 @@ class ModelProfile:
 MINILM = ModelProfile(
     name=MINILM_NAME, cosine_floor=0.05, cosine_ceiling=0.55, min_score=0.35,
     keyword_weight=0.5, keyword_weight_zh=0.6, related_cosine=0.45,
+    supersede_cosine=0.55,
 )
 
 E5 = ModelProfile(
     name=E5_NAME, cosine_floor=0.78, cosine_ceiling=0.93, min_score=0.35,
     keyword_weight=0.5, keyword_weight_zh=0.5, related_cosine=0.84,
+    supersede_cosine=0.86,
 )
 
 GENERIC = replace(MINILM, name="generic")

@@ -54,7 +54,9 @@ class RecallRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4000,
                        description="The question or the user's new message, in any language.")
     top_k: int = Field(default=10, ge=1, le=100, strict=True,
-                       description="At most this many memories are returned.")
+                       description="At most this many memories are returned. The search "
+                       "does not depend on it (ENGRAM_RECALL_CANDIDATES per search), so the "
+                       "best memory is the same whatever top_k is.")
     max_tokens: int | None = Field(
         default=None, ge=1, le=32_000, strict=True,
         description="Token budget of the returned memory texts (default 1,500), counted with "
@@ -66,6 +68,8 @@ class RecallRequest(BaseModel):
         description="Drop memories whose relevance is below this (default 0.35), times 0.7 "
         "when the query points at something said before (\"as I said before\") or counts "
         "(\"how many\", \"有几个\"): the threshold applied is returned as `min_score`. "
+        "A value below the default only adds: what the default returns is packed first, "
+        "weaker memories fill what budget it leaves. "
         + SCORE_SCALE)
     branch: Label | None = Field(
         default=None, description="Only this branch's memories (default: every branch).")

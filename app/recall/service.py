@@ -25,7 +25,10 @@ Pipeline (one request):
 4. **Pack** best first until `top_k` or the token budget is reached, counting tokens with
    the model's tokenizer; a message already returned by a better memory (neighbouring
    chunks overlap by design) is not returned twice: the later memory keeps only its new
-   lines, and is skipped if nothing new is left.
+   lines, and is skipped if nothing new is left. What passes the configured `min_score`
+   is packed before what only a lower per-call `min_score` lets in, so lowering it never
+   returns less; the search size does not grow with `top_k`, so the best memory is the
+   same whatever `top_k` is.
 5. **Present**: long-term facts, then details; an injection block in Chinese or English.
 6. **Hits** go to the in-memory `HitRecorder`, written in the background in batches.
 
@@ -47,12 +50,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 
 import numpy as np
 
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.recall.hits import HitRecorder
+from app.recall.newer import RECALL_WINDOW, newer_first
 from app.recall.references import ParsedQuery, ReferenceScope, parse_query, split_questions
 from app.recall.schemas import (
     BlockLanguage,
@@ -70,6 +75,8 @@ from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository, SearchFilter, SearchHit
 
 _ROLE_LINE = re.compile(r"\n(?=(?:user|assistant|system|tool): )")
+# A speaker's name opening a message: up to three words (or a CJK name) and a colon.
+_NAME_LABEL = re.compile(r"([^\W\d_][\w.'-]*(?: [\w.'-]+){0,2}|[\u3400-\u9fff]{1,8})(?:: |：)")
 _SECONDS_PER_DAY = 86_400.0
 
 
@@ -97,6 +104,15 @@ class _Candidate:
 
 
 _Unit = tuple[tuple[str, ...], str]  # a memory's line: (its msg_ids, its text)
+
+
+class PassedOver(StrEnum):
+    """Why `_pack` looked at a memory and did not pack it."""
+
+    duplicate = "duplicate"  # every line it holds was returned by a better memory
+    matched_lines_returned = "matched_lines_returned"  # statements: the lines matching the
+    # query were returned by a better memory, what is left does not match
+    budget = "budget"  # it did not fit in the tokens left, even as its matching lines
 
 
 @dataclass
@@ -139,13 +155,16 @@ class RecallService:
         parsed = parse_query(request.query)
         hint = find_time_hint(parsed.text, reference=_utc(request.as_of or datetime.now(UTC)))
         search_text = strip_phrase(parsed.text, hint.phrase) if hint else parsed.text
+        default_min_score = s.recall_min_score
         min_score = s.recall_min_score if request.min_score is None else request.min_score
         if parsed.reference is not None:
             # The user says the memory exists: accept a weaker match for it.
             min_score *= s.recall_reference_threshold_factor
+            default_min_score *= s.recall_reference_threshold_factor
         if parsed.counts:
             # Every instance is asked for, also those the question's condition rules out.
             min_score *= s.recall_count_threshold_factor
+            default_min_score *= s.recall_count_threshold_factor
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
 
@@ -161,10 +180,21 @@ class RecallService:
             # Near-equal scores (same to 3 decimals): the more recent memory first.
             key=lambda c: (round(c.score, 3), c.when, c.memory.id), reverse=True,
         )
-        packed = self._pack(ranked, top_k=request.top_k, max_tokens=max_tokens,
+        # What passes the configured threshold is packed first; a lower per-call min_score
+        # only adds what fits after it (`_pack`).
+        floor = max(min_score, default_min_score)
+        passing = [c for c in ranked if c.relevance >= floor]
+        first, taken = await self._newer_first(
+            passing, [c for c in candidates if c.relevance < floor], matcher)
+        kept = {c.memory.id for c in taken}
+        rest, _ = await self._newer_first(
+            [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher)
+        tiers = [first, rest]
+        packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
                             matcher=matcher)
-        packed.sort(key=lambda p: (_layer(p.candidate.memory) != Layer.longterm,
-                                   -p.candidate.score))
+        # Long-term facts first, otherwise the packing order (best first, a newer statement
+        # of a fact ahead of the older one: `_newer_first`). The sort is stable.
+        packed.sort(key=lambda p: _layer(p.candidate.memory) != Layer.longterm)
         self._hits.record(request.namespace, [p.candidate.memory.id for p in packed])
 
         language = request.language
@@ -191,6 +221,33 @@ class RecallService:
             candidates=len(candidates),
             took_ms=round((time.perf_counter() - started) * 1000, 2),
         )
+
+    async def _newer_first(self, ranked: list[_Candidate], below: list[_Candidate],
+                           matcher: Coverage | None
+                           ) -> tuple[list[_Candidate], list[_Candidate]]:
+        """A later statement of a fact ahead of the older ones it restates (newer.py), also
+        one from `below` (candidates under the threshold) that changes a returned fact.
+        Per tier, so what a lower `min_score` lets in never reorders the default's tier.
+        Returns the reordered tier and the candidates it took from `below`."""
+        head = ranked[:RECALL_WINDOW]
+        newcomers = sorted(below, key=lambda c: (c.score, c.when), reverse=True
+                           )[:RECALL_WINDOW] if head else []
+        if len(head) + len(newcomers) < 2:
+            return ranked, []
+        both = [*head, *newcomers]
+        records = await self._repo.get_memories([c.memory.id for c in both], with_vector=True)
+        by_id = {r.id: r for r in records if r.vector is not None}
+        vectors = {i: np.asarray(by_id[c.memory.id].vector, dtype=np.float32)
+                   for i, c in enumerate(both) if c.memory.id in by_id}
+        memory = {i: c.memory for i, c in enumerate(both)}
+        threshold = self._settings.model_profile.supersede_cosine
+        # How well each answers this question: its share of the question's words, and the
+        # date or session the question names (an older memory on "3 June" stays first).
+        shares = [(matcher.share(c.memory.text) if matcher else 1.0) * c.time * c.reference
+                  for c in both]
+        reordered, taken = newer_first(head, newcomers, memory, vectors, threshold=threshold,
+                                       covers=shares.__getitem__)
+        return reordered + ranked[len(head):], taken
 
     # --- search ------------------------------------------------------------------------
 
@@ -244,9 +301,10 @@ class RecallService:
             for (part, _), (found, matcher) in zip(parts, results, strict=True):
                 bridge = self._bridge(part, found, matcher)
                 if bridge is not None and matcher is not None:
-                    hop_terms = read(bridge)
-                    if self._settings.recall_bridge_drop_absent:
-                        hop_terms = hop_terms.without(matcher.absent)
+                    # Scored without the question's words that none of the first search's
+                    # candidates held (its scaffolding: "下列哪一项最符合"), so a memory
+                    # sharing only the line's name still passes `min_score`.
+                    hop_terms = read(bridge).without(matcher.absent)
                     bridges.append((bridge, hop_terms))
             if bridges:
                 results += await asyncio.gather(*(one(b, t) for b, t in bridges))
@@ -267,7 +325,7 @@ class RecallService:
                 ) -> str | None:
         """A second-hop query: the best memory's best-matching line plus the question
         ("那个规模是八百人的活动，时间是哪天？" finds "秋季厨艺交流会的规模是八百人"; the hop
-        then finds that event's time). By default even when the line holds every word of the
+        then finds that event's time). Also when the line holds every word of the
         question: "我常去的商场是星光百货" answers "我常去的商场怎么样" by name only.
 
         Only from one speaker's statements (or a memory of one message), whose lines name
@@ -283,7 +341,9 @@ class RecallService:
         lines = [line for _, line in units]
         shares = [matcher.share(line) for line in lines]
         best = max(range(len(lines)), key=lambda i: shares[i])
-        if not 0 < shares[best] <= self._settings.recall_bridge_max_share:
+        # Also from a line holding every word of the question: "我路过的景区是X" leaves
+        # "what is X like" to another memory.
+        if shares[best] <= 0:
             return None
         line = lines[best].split(": ", 1)[-1]
         return f"{line} {part}"
@@ -291,7 +351,9 @@ class RecallService:
     async def _search(self, request: RecallRequest, text: str, *, hint: TimeHint | None,
                       favoured: set[str]) -> list[_Candidate]:
         where = self._filter(request)
-        limit = max(self._settings.recall_candidates, request.top_k * 3)
+        # Not more with a larger top_k: the candidates are also the corpus of the keyword
+        # weights (`Coverage`), so the best memory would change with top_k.
+        limit = self._settings.recall_candidates
         # The keyword search needs no vector: it runs while the query is being embedded,
         # and the vector search starts the moment the embedding is there.
         keyword = asyncio.create_task(self._repo.text_search(text, where, limit=limit))
@@ -371,10 +433,6 @@ class RecallService:
         best_bm25 = candidates[best].bm25
         best_cover = covered[best] if best_bm25 > 0 else 0.0
         weight = s.recall_keyword_weight_zh if chinese else s.recall_keyword_weight
-        if terms and s.recall_short_query_bonus:
-            n = len(terms.latin) + len(terms.cjk)
-            fade = max(0.0, 1 - (n - 1) / max(1, s.recall_short_query_terms - 1))
-            weight = min(1.0, weight + s.recall_short_query_bonus * fade)
         # The ranking trusts the cosine only as far as the model can read the query: the
         # bundled English model sees most Chinese characters as [UNK], and its cosine then
         # measures how much unknown text a memory has, not what it says. `min_score` keeps
@@ -419,78 +477,128 @@ class RecallService:
 
     # --- packing -----------------------------------------------------------------------
 
-    def _pack(self, ranked: Sequence[_Candidate], *, top_k: int, max_tokens: int,
+    def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
               matcher: Coverage | None) -> list[_Packed]:
         """Best first until `top_k` memories or `max_tokens` tokens.
 
+        `tiers` are packed one after the other, each best first: the memories that pass the
+        configured threshold, then (with a lower per-call `min_score`) the others, which
+        only fill what budget the first tier left. So a lower `min_score` never returns
+        less than the default: its weaker fragments come after, never in place of, what the
+        default returns.
+
         Lines (messages) already returned by a better memory are left out. A memory that
         does not fit whole contributes its core: the lines that match the query (see
-        `_core`). A memory of one speaker's statements (notes, a list of facts) is packed as
-        its core first, since its other lines are unrelated facts; once the ranking is
-        exhausted or the budget full, those memories get their other lines back, best
-        first, while the budget allows. A dialogue keeps its turns together: the answer to
-        a question rarely repeats its words (on LoCoMo, packing dialogue by matching lines
-        cost 6 points at 500 tokens; only as a fallback it gained 2).
+        `_core`). A memory of one speaker's statements (notes, a list of facts; the speaker
+        is the name a line starts with, else its role: `_speaker`) is packed as its core
+        first, since its other lines are unrelated facts; once its tier is exhausted or the
+        budget full, those memories get their other lines back, best first, while the
+        budget allows, also lines a weaker memory of the tier had returned (they move to
+        the better memory), so the best memory's lines do not depend on `top_k`. A
+        dialogue keeps its turns together: the answer to a question rarely repeats its
+        words (on LoCoMo, packing dialogue by matching lines cost 6 points at 500 tokens;
+        only as a fallback it gained 2).
         """
         mode = self._settings.recall_pack_focus
-        packed: list[_Packed] = []
-        focused: list[int] = []  # packed memories that may get their other lines back
+        packed: list[_Packed | None] = []
         used = 0
-        # A message is known by (session, msg_id), never msg_id alone: clients number each
-        # session's messages 1, 2, 3 (the README does), and another session's message 1 is
-        # a different line. `part` tells the pieces of one long message apart.
-        returned: set[tuple[str, str, int]] = set()
-        misses = 0
-        for c in ranked:
-            if len(packed) >= top_k or max_tokens - used < 8:
-                break
-            units = _lines(c.memory)
-            part = c.memory.part if len(c.memory.msg_ids) == 1 else 0
-            session = c.memory.session_id
-            fresh = [u for u in units if any((session, i, part) not in returned for i in u[0])]
-            if not fresh:
-                continue  # every message already returned by a better memory
-            # The matching lines are worked out only when they can be used: packed first
-            # (statements), or in place of a whole that does not fit.
-            core: list[_Unit] | None = None
-            if mode == "lines" or (mode == "auto" and _one_speaker(units)):
-                core = self._core(fresh, matcher, whole=units)
-                if not core:
-                    continue  # its matching lines were returned by a better memory
-            core_first = core is not None and len(core) < len(fresh)
-            choice = core if core is not None and core_first else fresh
-            tokens = self._units_tokens(c.memory, units, choice)
-            if used + tokens > max_tokens and mode != "off" and not core_first:
-                core = core if core is not None else self._core(fresh, matcher)
-                if len(core) < len(fresh):
-                    choice = core
-                    tokens = self._units_tokens(c.memory, units, choice)
-            if used + tokens > max_tokens:
-                # Try smaller memories further down, but not forever: each try costs a
-                # tokenization, and far down the list they barely match.
-                misses += 1
-                if misses > 2 * top_k:
+        # A message is known by (session, msg_id, part), never msg_id alone: clients number
+        # each session's messages 1, 2, 3 (the README does), and another session's message 1
+        # is a different line. `part` tells the pieces of one long message apart. Each maps
+        # to the index of the packed memory that returned it.
+        returned: dict[tuple[str, str, int], int] = {}
+        for ranked in tiers:
+            focused: list[int] = []  # memories of this tier that may get other lines back
+            misses = 0
+            for c in ranked:
+                if len(packed) >= top_k or max_tokens - used < 8:
                     break
-                continue
-            if core_first:
-                focused.append(len(packed))
-            returned.update((session, i, part) for ids, _ in choice for i in ids)
-            packed.append(self._packed(c, units, choice, tokens, part))
-            used += tokens
-        for index in focused:
-            p = packed[index]
-            session = p.candidate.memory.session_id
-            extra = [u for u in p.units if u not in p.choice
-                     and any((session, i, p.part) not in returned for i in u[0])]
-            if not extra:
-                continue
-            choice = [u for u in p.units if u in p.choice or u in extra]
-            tokens = self._units_tokens(p.candidate.memory, p.units, choice)
-            if used - p.tokens + tokens <= max_tokens:
-                returned.update((session, i, p.part) for ids, _ in extra for i in ids)
-                used += tokens - p.tokens
-                packed[index] = self._packed(p.candidate, p.units, choice, tokens, p.part)
-        return packed
+                units = _lines(c.memory)
+                part = c.memory.part if len(c.memory.msg_ids) == 1 else 0
+                session = c.memory.session_id
+                fresh = [u for u in units
+                         if any((session, i, part) not in returned for i in u[0])]
+                if not fresh:
+                    self._passed_over(c, PassedOver.duplicate, 0)
+                    continue  # every message already returned by a better memory
+                # The matching lines are worked out only when they can be used: packed
+                # first (statements), or in place of a whole that does not fit.
+                core: list[_Unit] | None = None
+                if mode == "lines" or (mode == "auto" and _one_speaker(units)):
+                    core = self._core(fresh, matcher, whole=units)
+                    if not core:
+                        self._passed_over(c, PassedOver.matched_lines_returned, 0)
+                        continue  # its matching lines were returned by a better memory
+                core_first = core is not None and len(core) < len(fresh)
+                choice = core if core is not None and core_first else fresh
+                tokens = self._units_tokens(c.memory, units, choice)
+                if used + tokens > max_tokens and mode != "off" and not core_first:
+                    core = core if core is not None else self._core(fresh, matcher)
+                    if len(core) < len(fresh):
+                        choice = core
+                        tokens = self._units_tokens(c.memory, units, choice)
+                if used + tokens > max_tokens:
+                    # Try smaller memories further down, but not forever: each try costs a
+                    # tokenization, and far down the list they barely match.
+                    self._passed_over(c, PassedOver.budget, tokens)
+                    misses += 1
+                    if misses > 2 * top_k:
+                        break
+                    continue
+                if core_first:
+                    focused.append(len(packed))
+                returned.update(((session, i, part), len(packed))
+                                for ids, _ in choice for i in ids)
+                packed.append(self._packed(c, units, choice, tokens, part))
+                used += tokens
+            for index in focused:
+                used += self._restore(packed, index, returned, max_tokens - used)
+        return [p for p in packed if p is not None]
+
+    def _passed_over(self, candidate: _Candidate, why: PassedOver, tokens: int) -> None:
+        """Called by `_pack` for each memory it looked at and did not pack, with the rule
+        and the tokens it needed (0 unless `budget`). Recall needs nothing from it;
+        why_not.py overrides it to explain the real packing instead of re-deriving it."""
+
+    def _restore(self, packed: list[_Packed | None], index: int,
+                 returned: dict[tuple[str, str, int], int], room: int) -> int:
+        """Give the focused memory `packed[index]` its other lines back if they fit in
+        `room` more tokens, taking them from weaker memories that returned them (a weaker
+        memory left with no line is dropped). Returns the tokens this added."""
+        p = packed[index]
+        if p is None:
+            return 0  # a better memory took all its lines
+        session = p.candidate.memory.session_id
+        extra = [u for u in p.units if u not in p.choice
+                 and any(returned.get((session, i, p.part), index) >= index for i in u[0])]
+        if not extra:
+            return 0
+        choice = [u for u in p.units if u in p.choice or u in extra]
+        tokens = self._units_tokens(p.candidate.memory, p.units, choice)
+        moved = {(session, i, p.part) for ids, _ in extra for i in ids}
+        losers: dict[int, _Packed | None] = {}
+        for key in moved:
+            owner = returned.get(key)
+            if owner is not None and owner > index and owner not in losers:
+                q = packed[owner]
+                assert q is not None
+                q_session = q.candidate.memory.session_id
+                keep = [u for u in q.choice
+                        if not all((q_session, i, q.part) in moved for i in u[0])]
+                losers[owner] = self._packed(
+                    q.candidate, q.units, keep,
+                    self._units_tokens(q.candidate.memory, q.units, keep), q.part) \
+                    if keep else None
+        change = tokens - p.tokens + sum(
+            (q.tokens if q is not None else 0) - old.tokens
+            for owner, q in losers.items() if (old := packed[owner]) is not None)
+        if change > room:
+            return 0
+        for owner, q in losers.items():
+            packed[owner] = q
+        returned.update((key, index) for key in moved)
+        packed[index] = self._packed(p.candidate, p.units, choice, tokens, p.part)
+        return change
 
     def _core(self, units: list[_Unit], matcher: Coverage | None,
               whole: list[_Unit] | None = None) -> list[_Unit]:
@@ -511,10 +619,8 @@ class RecallService:
             return []
         if best <= 0 or len(units) < 2:
             return units  # matched as a whole (by meaning): no line stands out
-        around = self._settings.recall_focus_context
-        hits = [i for i, share in enumerate(shares) if share >= ratio * best]
-        keep = {j for i in hits for j in range(i - around, i + around + 1)}
-        return [u for i, u in enumerate(units) if i in keep]
+        return [u for u, line_share in zip(units, shares, strict=True)
+                if line_share >= ratio * best]
 
     def _packed(self, c: _Candidate, units: list[_Unit], choice: list[_Unit], tokens: int,
                 part: int) -> _Packed:
@@ -610,9 +716,19 @@ def _lines(memory: MemoryRecord) -> list[_Unit]:
     return [(tuple(ids) or (memory.id,), memory.text)]
 
 
+def _speaker(line: str) -> str:
+    """Who said a line ("role: content"): the name its content starts with when it has one
+    ("user: Caroline: …", the shape of imports, group chats and transcripts, where every
+    turn is often sent as `user`), else its role. Roles alone would make a two-person
+    chat sent all as `user` look like one person's notes, and trim its answers away."""
+    role, _, content = line.partition(": ")
+    named = _NAME_LABEL.match(content)
+    return named.group(1).casefold() if named else role
+
+
 def _one_speaker(units: Sequence[_Unit]) -> bool:
-    """Whether every line of a memory comes from the same speaker ("role: …" prefix)."""
-    return len(units) > 1 and len({line.split(":", 1)[0] for _, line in units}) == 1
+    """Whether every line of a memory comes from the same speaker (`_speaker`)."""
+    return len(units) > 1 and len({_speaker(line) for _, line in units}) == 1
 
 
 def _layer(memory: MemoryRecord) -> Layer:

@@ -17,9 +17,9 @@ nothing; a term found in none weighs like a rare term and lowers every memory's 
 the query may ask about something the store does not hold.
 
 With `equivalents`, a query's attribute word also matches the other words of its group
-(`_EQUIVALENT_GROUPS`: 年龄 ~ 岁, 教育背景 ~ 学历, birthday ~ born), the paraphrases a user
+(`data/equivalents.txt`: 年龄 ~ 岁, 教育背景 ~ 学历, birthday ~ born), the paraphrases a user
 makes most between stating a fact and asking about it, and a kind of thing matches the
-things of that kind (`_KIND_MEMBERS`: 家电 finds 洗碗机, phone finds Pixel; not the reverse).
+things of that kind (`data/kinds.txt`: 家电 finds 洗碗机, phone finds Pixel; not the reverse).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import jieba
 
@@ -62,79 +63,27 @@ _ZH_STOP = word_set("""
 """)
 
 
-# Ways to name the same personal attribute or relative, which the bundled English-centred
-# model cannot tell are related in Chinese ("我姑妈多大了" vs "我的姑妈今年六十一岁了"). A
-# query term in a group matches a memory holding any word of its group. Kept to what people
-# state about themselves and others, where the words differ but the question is the same.
-_EQUIVALENT_GROUPS = """
-年龄 年纪 多大 岁 年轻 年长
-名字 姓名 名叫 叫
-家乡 老家 籍贯 来自 老乡 哪里人 哪儿人 哪里的人 哪儿的人
-电话 手机号 手机号码 联系电话 电话号码 号码 联系方式
-邮箱 邮箱地址 电子邮件 邮件
-学历 教育背景 毕业 专科 大专 本科 硕士 博士 研究生
-爱好 兴趣 兴趣爱好 喜欢
-身高 多高 厘米 cm
-生日 过生日 出生
-单位 工作单位 公司
-父亲 爸爸 老爸
-母亲 妈妈 老妈
-丈夫 老公
-妻子 老婆 媳妇
-上司 领导 老板
-age old young
-father dad
-mother mommy
-孩子 小孩 儿子 女儿
-kid child children daughter
-husband hubby
-boss manager supervisor
-birthday born
-phone number mobile
-email mail
-hobby hobbies enjoy
-hometown grew
-"""
-# A kind of thing and the things of that kind people name instead ("我用的家电" asked,
-# "我家用的是博世洗碗机" stated; "my phone" asked, "my new Pixel" stated). One way only: the
-# kind matches its members, a member does not match the other members.
-_KIND_MEMBERS = """
-家电: 洗衣机 洗碗机 冰箱 空调 电视机 吸尘器 扫地机 空气净化器 净化器 加湿器 除湿机 微波炉 烤箱
-  电饭煲 电磁炉 热水器 净水器 油烟机 燃气灶 消毒柜 电风扇 取暖器 吹风机 豆浆机 榨汁机 破壁机
-  料理机 咖啡机 空气炸锅 洗地机 干衣机 烘干机 投影仪
-美妆: 化妆品 护肤品 口红 唇膏 唇釉 粉底 气垫 精华液 面霜 眼霜 乳液 面膜 爽肤水 化妆水 防晒 卸妆
-  洗面奶 洁面 眼影 睫毛膏 眉笔 腮红 香水 散粉 粉饼 遮瑕 隔离霜 精油 护发素 喷雾 身体乳 护手霜
-手机: iphone 华为 小米 红米 荣耀 oppo vivo 三星 一加 魅族 realme 真我 努比亚 pixel
-运动鞋: 跑鞋 球鞋 篮球鞋 板鞋 耐克 nike 阿迪达斯 adidas 新百伦 安踏 李宁 特步 匹克 亚瑟士 asics
-  彪马 puma 斯凯奇 匡威 万斯
-景区: 景点 风景区 公园 乐园 古镇 寺庙 博物馆 故宫 长城 海滩 度假区
-商场: 超市 购物中心 商城 百货 万达 大润发 沃尔玛 家乐福 山姆
-职业: 警察 医生 护士 教师 老师 工程师 律师 会计 厨师 司机 程序员 设计师 销售 柜员 翻译 记者
-  工人 快递员 外卖员 服务员 店员 公务员 军人 消防员 保安 保洁 主管 经理 总监 秘书 编辑 作家
-  画家 演员 歌手 摄影师 导游 飞行员 空姐 乘务员 药剂师 营养师 分析师 建筑师 律师助理 研究员
-家人/家里人/家庭: 孩子 儿子 女儿 老公 老婆 丈夫 妻子 父母 爸爸 妈妈 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶
-  外公 外婆
-family: kid child children daughter husband wife parent mother father dad brother sister
-  grandma grandpa grandmother grandfather
-appliance: dishwasher fridge refrigerator freezer microwave oven washer dryer vacuum purifier
-  humidifier kettle toaster blender heater
-phone: iphone pixel galaxy android
-makeup/cosmetic: lipstick foundation mascara serum moisturizer concealer blush eyeliner perfume
-sneaker: nike adidas asics puma reebok converse vans
-job/occupation: nurse doctor teacher engineer lawyer accountant chef cook driver programmer
-  developer designer cashier translator journalist firefighter officer pilot pharmacist
-  architect
-"""
+# The reviewed word lists (data, not code): groups of words that name the same attribute
+# (年龄 ~ 岁, father ~ dad) and kinds with their members (家电: 洗碗机 …). Each file says
+# the user scenario it serves and its review rule.
+_DATA = Path(__file__).with_name("data")
+
+
+def _data_lines(name: str) -> list[str]:
+    text = (_DATA / name).read_text(encoding="utf-8")
+    return [line.split("#", 1)[0].rstrip() for line in text.splitlines()
+            if line.split("#", 1)[0].strip()]
 
 
 def _parse_groups() -> dict[str, tuple[str, ...]]:
     forms: dict[str, tuple[str, ...]] = {}
-    for line in _EQUIVALENT_GROUPS.strip().splitlines():
+    for line in _data_lines("equivalents.txt"):
         group = tuple(line.split())
         for word in group:
             forms[word] = group
-    for kinds, members in re.findall(r"^(\S+):((?:.*\n?)(?:^ +.*\n?)*)",
-                                     _KIND_MEMBERS.strip(), flags=re.MULTILINE):
+    kinds_text = "\n".join(_data_lines("kinds.txt"))
+    for kinds, members in re.findall(r"^(\S+):((?:.*\n?)(?:^ +.*\n?)*)", kinds_text,
+                                     flags=re.MULTILINE):
         for kind in kinds.split("/"):  # "job/occupation": two names of one kind
             forms[kind] = tuple(dict.fromkeys([*forms.get(kind, (kind,)), *members.split()]))
     return forms

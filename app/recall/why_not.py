@@ -11,12 +11,19 @@ answer is the first rule that excluded the memory, in the order recall applies t
 3. `filter`: the request's branch, categories, tiers, session or time range leave it out;
 4. `not_candidate`: neither the vector nor the keyword search ranked it among the
    candidates they keep (`recall_candidates`); its cosine to the query is given;
-5. `below_threshold`: scored, but its `relevance` is below the threshold applied;
+5. `below_threshold`: scored, but its `relevance` is below the threshold applied (and it
+   is not the newer statement of a returned fact, which recall takes in below it);
 6. `duplicate`: every line it holds was already returned by a better memory (chunks
-   overlap by design);
+   overlap by design), or, for one speaker's statements, the lines matching the query were;
 7. `top_k` / `budget`: it passed, but `top_k` memories or the token budget were full
    before its turn;
 8. `recalled`: it was returned after all.
+
+The packing order is the recall's: what passes the configured `min_score` first (a lower
+per-call `min_score` only adds what fits after it), and within that a newer statement of a
+fact just ahead of the older one (newer.py). `rank` is the position in that order, and the
+packing reports each memory it passed over and why (`RecallService._passed_over`), so the
+verdicts follow the packing's rules rather than re-deriving them.
 
 A why-not call records no hits: asking about a memory must not promote it.
 """
@@ -34,7 +41,7 @@ from typing_extensions import override
 from app.recall.hits import HitRecorder
 from app.recall.references import ParsedQuery
 from app.recall.schemas import RecallRequest, RecallResponse, ScoreParts
-from app.recall.service import RecallService, _Candidate, _Packed
+from app.recall.service import PassedOver, RecallService, _Candidate, _Packed
 from app.recall.text import Coverage
 from app.recall.when import TimeHint
 from app.storage.records import MemoryRecord
@@ -80,8 +87,9 @@ class WhyNotItem(BaseModel):
     state: str | None = Field(default=None, description="The memory's state.")
     relevance: float | None = Field(default=None, description="Its relevance, when scored.")
     min_score: float = Field(description="The threshold the recall applied.")
-    rank: int | None = Field(default=None, description="1-based position among the "
-                             "memories that passed the threshold, best first.")
+    rank: int | None = Field(default=None, description="1-based position in the packing "
+                             "order (what passes the configured min_score first, best first, "
+                             "a newer statement of a fact just ahead of the older one).")
     tokens: int | None = Field(default=None, description="`budget`: tokens it needed.")
     tokens_left: int | None = Field(default=None, description="`budget`: tokens left of "
                                     "`max_tokens` when the recall ended.")
@@ -111,8 +119,10 @@ class WhyNotResponse(BaseModel):
 @dataclass
 class _Trace:
     candidates: list[_Candidate] = field(default_factory=list)
-    ranked: list[_Candidate] = field(default_factory=list)
+    ranked: list[_Candidate] = field(default_factory=list)  # the packing order, all tiers
+    lower_tier: set[str] = field(default_factory=set)  # only the per-call min_score let in
     packed: list[_Packed] = field(default_factory=list)
+    passed_over: dict[str, tuple[PassedOver, int]] = field(default_factory=dict)
 
 
 class _NoHits(HitRecorder):
@@ -152,12 +162,17 @@ class _TracedRecall(RecallService):
         return found, matcher
 
     @override
-    def _pack(self, ranked: Sequence[_Candidate], *, top_k: int, max_tokens: int,
+    def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
               matcher: Coverage | None) -> list[_Packed]:
-        packed = super()._pack(ranked, top_k=top_k, max_tokens=max_tokens, matcher=matcher)
-        self.trace.ranked = list(ranked)
+        packed = super()._pack(tiers, top_k=top_k, max_tokens=max_tokens, matcher=matcher)
+        self.trace.ranked = [c for tier in tiers for c in tier]
+        self.trace.lower_tier = {c.memory.id for tier in tiers[1:] for c in tier}
         self.trace.packed = list(packed)
         return packed
+
+    @override
+    def _passed_over(self, candidate: _Candidate, why: PassedOver, tokens: int) -> None:
+        self.trace.passed_over.setdefault(candidate.memory.id, (why, tokens))
 
     def count(self, text: str) -> int:
         return self._count_tokens(text)
@@ -203,13 +218,13 @@ class WhyNotService:
                 "(restore brings it back)")
         excluded = _excluded_by(memory, where)
         if excluded is not None:
-            name, why = excluded
+            name, sentence = excluded
             return WhyNotItem(memory_id=memory_id, verdict=Verdict.filter, filter=name,
-                              state=memory.state, min_score=threshold, reason=why)
+                              state=memory.state, min_score=threshold, reason=sentence)
         candidate = scored.get(memory_id)
         if candidate is None:
             cosine = await self._cosine(memory, result.search_text or request.query, traced)
-            limit = max(traced._settings.recall_candidates, request.top_k * 3)
+            limit = traced._settings.recall_candidates  # the same whatever top_k
             return WhyNotItem(
                 memory_id=memory_id, verdict=Verdict.not_candidate, state=memory.state,
                 min_score=threshold, cosine=None if cosine is None else round(cosine, 4),
@@ -224,29 +239,49 @@ class WhyNotService:
                           rank=_rank(trace.ranked, memory_id))
         if memory_id in {m.id for m in result.memories}:
             return base.model_copy(update={"reason": "it was recalled"})
-        if candidate.relevance < threshold:
+        if base.rank is None:
             return base.model_copy(update={
-                "verdict": Verdict.below_threshold, "rank": None,
+                "verdict": Verdict.below_threshold,
                 "reason": f"its relevance {candidate.relevance:.3f} is below the threshold "
                 f"{threshold:.3f} (vector part {candidate.vector:.3f}, keyword part "
                 f"{candidate.keyword:.3f})"})
+        passed = "it passed the threshold" if candidate.relevance >= threshold else \
+            "below the threshold, it was taken in as the newer statement of a returned fact"
+        if memory_id in trace.lower_tier:
+            passed += (" (only the per-call min_score lets it in, so it is packed after "
+                       "every memory that passes the configured one)")
+        over = trace.passed_over.get(memory_id)
+        why, tried = over if over is not None else (None, 0)
         covering = _covering(memory, trace.packed)
-        if covering:
+        if covering or why is PassedOver.duplicate:
             return base.model_copy(update={
                 "verdict": Verdict.duplicate, "covered_by": covering,
                 "reason": "every line it holds was already returned by a better memory: "
                 + ", ".join(covering)})
+        if why is PassedOver.matched_lines_returned:
+            holders = _holders(memory, trace.packed)
+            return base.model_copy(update={
+                "verdict": Verdict.duplicate, "covered_by": holders,
+                "reason": "its lines that match the query were already returned by a "
+                "better memory (" + ", ".join(holders) + "); its other lines do not match"})
+        left = result.max_tokens - result.tokens
+        if why is PassedOver.budget:
+            return base.model_copy(update={
+                "verdict": Verdict.budget, "tokens": tried, "tokens_left": left,
+                "reason": f"{passed} (rank #{base.rank}) but needs {tried} tokens, more "
+                f"than were left at its turn; {left} of max_tokens {result.max_tokens} "
+                "were left at the end"})
         if len(trace.packed) >= request.top_k:
             return base.model_copy(update={
                 "verdict": Verdict.top_k,
-                "reason": f"it passed the threshold but ranked #{base.rank}; top_k "
+                "reason": f"{passed} but ranked #{base.rank}; top_k "
                 f"{request.top_k} memories were returned before its turn"})
         needed = traced.count(memory.text)
-        left = result.max_tokens - result.tokens
         return base.model_copy(update={
             "verdict": Verdict.budget, "tokens": needed, "tokens_left": left,
-            "reason": f"it passed the threshold (rank #{base.rank}) but needs {needed} "
-            f"tokens and only {left} of max_tokens {result.max_tokens} were left"})
+            "reason": f"{passed} (rank #{base.rank}) but the budget was full before its "
+            f"turn: it needs {needed} tokens and only {left} of max_tokens "
+            f"{result.max_tokens} were left"})
 
     async def _cosine(self, memory: MemoryRecord, text: str, traced: _TracedRecall
                       ) -> float | None:
@@ -284,6 +319,13 @@ def _covering(memory: MemoryRecord, packed: Sequence[_Packed]) -> list[str]:
             holders.append(m.id)
             mine -= held
     return holders if not mine else []
+
+
+def _holders(memory: MemoryRecord, packed: Sequence[_Packed]) -> list[str]:
+    """The returned memories that hold any of `memory`'s messages."""
+    mine = {(memory.session_id, i) for i in memory.msg_ids}
+    return [p.candidate.memory.id for p in packed
+            if mine & {(p.candidate.memory.session_id, i) for i in p.msg_ids}]
 
 
 def _excluded_by(memory: MemoryRecord, where: SearchFilter) -> tuple[str, str] | None:

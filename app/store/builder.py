@@ -26,6 +26,7 @@ from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.memories.lifecycle import pin_event
+from app.recall.newer import mark_superseded
 from app.storage.records import (
     EventRecord,
     MemoryRecord,
@@ -158,6 +159,8 @@ class MemoryBuilder:
         await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
                                              for m in pins if m.id not in rewritten])
         await self._repo.append_events(events)
+        await mark_superseded(self._repo, records, now=now,
+                              threshold=self._settings.model_profile.supersede_cosine)
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted, namespace=namespace)
             await self._repo.delete_events(outcome.deleted)

@@ -68,7 +68,7 @@ class TestProfiles:
     def test_the_thresholds_default_to_the_configured_models_profile(self, tmp_path: Any
                                                                      ) -> None:
         e5 = make_settings(tmp_path, embedding_model=E5_NAME)
-        minilm = make_settings(tmp_path)
+        minilm = make_settings(tmp_path, embedding_model=MINILM_NAME)
         for setting, field in PROFILE_SETTINGS.items():
             assert getattr(e5, setting) == getattr(profiles.E5, field)
             assert getattr(minilm, setting) == getattr(profiles.MINILM, field)

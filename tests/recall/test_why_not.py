@@ -6,8 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from tests.helpers import all_memories, store, wait_idle
-from tests.recall.test_recall_api import CHINESE, ENGLISH, recall, store_notes
+from tests.recall.test_newer_facts import CASES, store_day
+from tests.recall.test_recall_api import CHINESE, ENGLISH, MIXED, recall, store_notes
 
 KEY_A = "key-for-alice-only-0001"
 KEY_B = "key-for-bob-only-000002"
@@ -160,3 +163,77 @@ class TestScopes:
         response = await client.post("/v1/recall/why_not", json={
             "namespace": "alice", "query": "q", "memory_ids": ["a"], "surprise": 1})
         assert response.status_code == 422
+
+
+class TestPackingRules:
+    """why_not follows the packing's own rules: the min_score tiers, newer facts first, and
+    one speaker's statements whose matching lines a better memory returned."""
+
+    @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+    async def test_newer_statement_is_ranked_ahead_of_the_older(
+            self, client: Any, case: tuple[Any, ...]) -> None:
+        namespace, old, others, new, question, _, unrelated = case
+        await store_day(client, namespace, "day1", "02", [old, *others])
+        await store_day(client, namespace, "day2", "05", [unrelated])
+        await store_day(client, namespace, "day3", "09", [new])
+        by_session = {m["session_id"]: m["id"] for m in await all_memories(client, namespace)}
+        older, newer = by_session["day1"], by_session["day3"]
+        body = await why_not(client, question, [older, newer], namespace=namespace, top_k=1)
+        assert body["recalled"] == [newer]
+        out, back = body["items"]
+        assert back["verdict"] == "recalled" and back["rank"] == 1, back
+        assert out["verdict"] == "top_k" and out["rank"] == 2, out
+        assert "#2" in out["reason"]
+
+    @pytest.mark.parametrize(("notes", "query"), [(ENGLISH, "when is my dentist appointment?"),
+                                                  (MIXED, "我的体检安排是哪天")],
+                             ids=["en", "zh"])
+    async def test_what_only_a_lower_min_score_lets_in_comes_after(
+            self, client: Any, notes: list[str], query: str) -> None:
+        await store_notes(client, notes)
+        ids = list((await ids_by_text(client)).values())
+        configured = (await recall(client, query))["min_score"]
+        body = await why_not(client, query, ids, min_score=0, top_k=2)
+        items = body["items"]
+        passing = [i["rank"] for i in items if i["relevance"] is not None
+                   and i["relevance"] >= configured]
+        lower = [i for i in items if i["relevance"] is not None
+                 and i["relevance"] < configured]
+        assert passing and lower, items
+        # Packed after every memory that passes the configured threshold, whatever its score.
+        assert max(passing) < min(i["rank"] for i in lower), items
+        left_out = [i for i in lower if i["verdict"] in ("top_k", "budget")]
+        assert left_out, items
+        assert all("per-call min_score" in i["reason"] for i in left_out), left_out
+
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_statements_whose_matching_line_a_better_memory_returned(
+            self, client: Any, language: str) -> None:
+        # Eight notes of one day: two memories of six notes sharing the sixth, the only one
+        # about the question. The weaker memory is left out because that line was returned,
+        # not for top_k or the budget (both have room).
+        if language == "en":
+            notes = [f"Note for the garden: plant row {i} with {plant}." for i, plant in
+                     enumerate(["tulips", "carrots", "onions", "beans", "peas"])]
+            notes += ["The passport renewal appointment is on 12 May at the consulate.",
+                      "Note for the garden: water the roses twice.",
+                      "Note for the garden: buy more compost."]
+            query = "When is the passport renewal appointment?"
+        else:
+            notes = [f"花园备忘：第{i}排种{plant}。" for i, plant in
+                     enumerate(["郁金香", "胡萝卜", "洋葱", "豆角", "豌豆"])]
+            notes += ["护照续签的预约在五月十二日，在领事馆。", "花园备忘：玫瑰每天浇两次水。",
+                      "花园备忘：再买一些堆肥。"]
+            query = "护照续签的预约是哪天？"
+        await store(client, [{"msg_id": f"n{i}", "role": "user", "content": note}
+                             for i, note in enumerate(notes)], session_id="day")
+        memories = await all_memories(client)
+        assert len(memories) == 2 and all("n5" in m["msg_ids"] for m in memories), memories
+        body = await why_not(client, query, [m["id"] for m in memories], top_k=10,
+                             max_tokens=1500)
+        verdicts = {i["verdict"] for i in body["items"]}
+        assert "recalled" in verdicts, body
+        for item in body["items"]:
+            if item["verdict"] != "recalled":
+                assert item["verdict"] == "duplicate", item
+                assert item["covered_by"] == body["recalled"], item

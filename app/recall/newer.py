@@ -1,0 +1,159 @@
+"""Newer facts win: a later statement of a fact goes before the older one it restates.
+
+A user's facts change ("下周二上午我要去医院体检" → a week later "体检改到周四了"; "We live in
+Berlin" → "we moved from Berlin to Munich"). Both stay stored (the older one is history, and
+a question about the past still finds it), but a recall must put the newer statement first,
+and the older memory's evolution log says it was superseded.
+
+Two memories are *the same fact* when
+- they come from different sessions (inside one session the chunk holds both lines),
+- their vectors are close: cosine at least the model profile's `supersede_cosine`
+  (app/embedding/profiles.py; e5 puts unrelated Chinese sentences as high as 0.91, so the
+  cosine alone cannot decide), and
+- they share a subject: a fifth or more of the newer memory's terms (`text.query_terms`:
+  English words, Chinese words) are in the older one. "我现在在一家银行当柜员" and
+  "体检改到周四了" are close for e5 (0.906) but share nothing.
+
+The same test runs in two places: after a build (`mark_superseded`, which logs a
+`superseded` event on each older memory, replay-safe) and in a recall (`newer_first`, which
+moves a newer memory ahead of the older ones it restates among the memories that passed the
+threshold, when it holds as many of the question's terms: the same answer, restated). The
+recall does not read the events: it compares the vectors of its own candidates, so a memory
+stored before this rule existed is ordered the same way. Not handled: a change worded
+without the question's words ("Which city do we live in?" after "We live in Berlin" and
+"We moved from Berlin to Munich" keeps Berlin first).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import numpy as np
+
+from app.recall.text import Coverage, query_terms
+from app.storage.records import EventRecord, MemoryRecord, new_event
+from app.storage.repository import Repository, SearchFilter
+
+# Older memories looked at per new memory: the closest few by cosine are the only ones
+# that can pass `supersede_cosine`.
+_NEIGHBOURS = 5
+# How far down a recall's ranking a newer statement is looked for: the head is what the
+# budget returns; further down a reorder changes nothing a caller sees.
+RECALL_WINDOW = 10
+
+# The share of the newer memory's terms the older one must hold to be about the same thing:
+# one word in common is not enough ("上午" in a check-up note and in a stand-up note, both
+# close for e5); "We moved from Berlin to Munich" holds one of its five terms, Berlin, of
+# "We live in Berlin". Set on the pairs of tests/recall/test_newer_facts.py and the notes of
+# tests/embedding/test_calibration.py, written for the purpose.
+_SUBJECT_SHARE = 0.2
+_ROLE_LABEL = re.compile(r"^(?:user|assistant|system|tool): ", re.MULTILINE)
+
+T = TypeVar("T")
+
+
+def _when(memory: MemoryRecord) -> datetime | None:
+    when = memory.time_end or memory.time_start or memory.created_at
+    if when is None:
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
+def _start(memory: MemoryRecord) -> datetime | None:
+    when = memory.time_start or memory.time_end or memory.created_at
+    if when is None:
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
+def _content(text: str) -> str:
+    """A memory's text without its lines' role labels ("user: "), which every memory shares."""
+    return _ROLE_LABEL.sub("", text)
+
+
+def share_a_subject(newer: str, older: str) -> bool:
+    """At least `_SUBJECT_SHARE` of `newer`'s terms appear in `older`'s content."""
+    terms = query_terms(_content(newer))
+    return bool(terms) and Coverage(terms, [_content(older)]).scores[0] >= _SUBJECT_SHARE
+
+
+def supersedes(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
+               threshold: float) -> bool:
+    """Whether `newer` restates or changes the fact `older` holds (module docstring)."""
+    if newer.id == older.id or newer.namespace != older.namespace:
+        return False
+    if newer.session_id == older.session_id or cosine < threshold:
+        return False
+    new_start, old_end = _start(newer), _when(older)
+    if new_start is None or old_end is None or not old_end < new_start:
+        return False
+    return share_a_subject(newer.text, older.text)
+
+
+async def mark_superseded(repo: Repository, records: Sequence[MemoryRecord], *,
+                          threshold: float, now: datetime) -> list[EventRecord]:
+    """Log a `superseded` event on every older memory a just-built record restates.
+
+    The event id is deterministic (older id, newer id), so a replayed build logs nothing
+    twice. Returns the events written.
+    """
+    events: list[EventRecord] = []
+    for record in records:
+        if record.vector is None:
+            continue
+        hits = await repo.vector_search(record.vector, SearchFilter(namespace=record.namespace),
+                                        limit=_NEIGHBOURS + 1)
+        for hit in hits:
+            older = hit.memory
+            if not supersedes(record, older, hit.cosine or 0.0, threshold=threshold):
+                continue
+            events.append(new_event(
+                older, "superseded", f"restated or changed by a later memory {record.id}",
+                now, {"by": record.id, "by_session": record.session_id,
+                      "cosine": round(hit.cosine or 0.0, 4)},
+                event_id=f"{older.id}:superseded:{record.id}"))
+    if events:
+        await repo.append_events(events)
+    return events
+
+
+def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecord],
+                vectors: dict[int, np.ndarray], *, threshold: float,
+                covers: Callable[[int], float]) -> tuple[list[T], list[T]]:
+    """`head` with each newer statement moved just ahead of the first older memory it
+    supersedes, and `newcomers` (memories that did not pass the threshold) that supersede a
+    memory of `head` inserted likewise: the change of a fact that is returned is returned
+    with it, although it may not repeat the question's words ("Which city do we live in?"
+    finds "We live in Berlin"; "we moved from Berlin to Munich" must come with it).
+
+    Positions count `head` first, then `newcomers`; `memory` / `vectors` map a position to
+    its record and unit vector (a position without a vector is left as it is), `covers` to
+    the share of the question's terms it holds: the newer one must hold as many. Returns the
+    new head and the newcomers it took in.
+    """
+    order = list(range(len(head)))
+    taken: list[int] = []
+    for j in range(1, len(head) + len(newcomers)):
+        if j not in vectors:
+            continue
+        position = order.index(j) if j < len(head) else len(order)
+        for earlier in order[:position]:
+            if earlier not in vectors or earlier >= len(head):
+                continue
+            cosine = float(vectors[j] @ vectors[earlier])
+            # Only the same answer to this question: a later note about the same person or
+            # place but another attribute ("我表姐住在杭州" after "我表姐是一名护士", asked
+            # for her job) matches the question's words less, and stays where it is.
+            if covers(j) >= covers(earlier) and supersedes(
+                    memory[j], memory[earlier], cosine, threshold=threshold):
+                if j < len(head):
+                    order.remove(j)
+                else:
+                    taken.append(j)
+                order.insert(order.index(earlier), j)
+                break
+    items = [*head, *newcomers]
+    return [items[i] for i in order], [items[i] for i in taken]

@@ -1,0 +1,152 @@
+"""What packing promises whatever the request's shape, through POST /v1/recall.
+
+- Role labels do not decide what is trimmed: a two-person chat sent with every turn as
+  `user` (imports, group chats, transcripts) keeps its answering turns like the same chat
+  sent as user / assistant.
+- A lower `min_score` only adds: what the default returns is still returned, whole.
+- The best memory's lines are the same whatever `top_k` is.
+
+Chinese and English each; the texts are written for these tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helpers import store
+from tests.recall.test_focus_and_hops import returned_ids
+from tests.recall.test_recall_api import recall
+
+# (speaker, text): the answer (turn 1) shares no word with the question but the name.
+EN_TRIP = [("Maya", "Where did you end up going for the anniversary trip?"),
+           ("Leo", "We drove up to Lake Tahoe and rented a cabin by the water."),
+           ("Maya", "That sounds lovely, I am a little jealous."),
+           ("Leo", "It was great, the kids loved the boat ride most.")]
+EN_DINNER = [("Maya", "Our anniversary dinner is booked for Friday at eight."),
+             ("Leo", "Great, I will pick up flowers on the way home."),
+             ("Maya", "Remember the babysitter needs the address."),
+             ("Leo", "I will text her the address tonight.")]
+ZH_TRIP = [("小雨", "你们周年旅行最后去了哪里？"),
+           ("阿杰", "我们开车去了千岛湖，在湖边租了一间木屋。"),
+           ("小雨", "听起来真不错，有点羡慕。"),
+           ("阿杰", "是啊，孩子们最喜欢坐船。")]
+ZH_DINNER = [("小雨", "周年纪念日的晚餐订在周五晚上八点。"),
+             ("阿杰", "好的，我下班路上去买花。"),
+             ("小雨", "记得把地址发给保姆。"),
+             ("阿杰", "我今晚就把地址发给她。")]
+CHATS = {
+    "en": (EN_TRIP, EN_DINNER, "Where did Leo go for the anniversary trip?"),
+    "zh": (ZH_TRIP, ZH_DINNER, "阿杰周年旅行去了哪里？"),
+}
+
+
+async def store_chat(client: Any, turns: list[tuple[str, str]], *, namespace: str,
+                     session_id: str, all_user: bool) -> None:
+    first = turns[0][0]
+    await store(client, [
+        {"msg_id": f"{session_id}-{i}",
+         "role": "user" if all_user or speaker == first else "assistant",
+         "content": f"{speaker}: {text}"}
+        for i, (speaker, text) in enumerate(turns)], namespace=namespace,
+        session_id=session_id)
+
+
+class TestRoleShapes:
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_a_chat_sent_all_as_user_keeps_its_answering_turn(
+            self, client: Any, language: str) -> None:
+        trip, dinner, query = CHATS[language]
+        for all_user in (False, True):
+            namespace = f"{language}-{'user' if all_user else 'speakers'}"
+            await store_chat(client, trip, namespace=namespace, session_id="trip",
+                             all_user=all_user)
+            await store_chat(client, dinner, namespace=namespace, session_id="dinner",
+                             all_user=all_user)
+            whole = await recall(client, query, namespace=namespace, min_score=0)
+            trip_memory = next(m for m in whole["memories"] if "trip-0" in m["msg_ids"])
+            # Room for the trip chat, not for both: the weaker chat must not take the
+            # answer's place.
+            body = await recall(client, query, namespace=namespace, min_score=0,
+                                max_tokens=trip_memory["tokens"] + 4)
+            assert "trip-1" in returned_ids(body), (namespace, body["memories"])
+            assert body["tokens"] <= trip_memory["tokens"] + 4
+
+
+# Six notes a day, one memory per day; the noise is one note per session.
+EN_DAY = ["Mia's dentist appointment is on Tuesday at four in the afternoon.",
+          "Bought a new umbrella, the old one broke.", "The printer is out of toner.",
+          "Watered the balcony plants.", "Called the bank about the card.",
+          "Mia wants pancakes for breakfast tomorrow."]
+EN_NOISE = ["The neighbours painted their fence green.", "Traffic was slow on the bridge.",
+            "Finished the crossword puzzle in the paper.", "The gym was crowded tonight.",
+            "Tried a new podcast about volcanoes.", "My laptop battery drains fast.",
+            "Found an old postcard in a drawer.", "The bakery ran out of rye bread."]
+ZH_DAY = ["米娅的牙医预约在周二下午四点。", "买了一把新雨伞，旧的坏了。", "打印机没有墨粉了。",
+          "给阳台上的花浇了水。", "给银行打电话问了信用卡的事。", "米娅明天早上想吃煎饼。"]
+ZH_NOISE = ["邻居把篱笆刷成了绿色。", "桥上堵车堵了半小时。", "把报纸上的填字游戏做完了。",
+            "今晚健身房人很多。", "听了一档讲火山的播客。", "笔记本电脑的电池掉电很快。",
+            "在抽屉里翻到一张旧明信片。", "面包店的黑麦面包卖完了。"]
+NOTES = {
+    "en": (EN_DAY, EN_NOISE, "When is the dentist appointment for Mia?"),
+    "zh": (ZH_DAY, ZH_NOISE, "米娅的牙医预约是哪天？"),
+}
+
+
+async def store_day_and_noise(client: Any, day: list[str], noise: list[str], *,
+                              namespace: str) -> None:
+    await store(client, [{"msg_id": f"d{i}", "role": "user", "content": text}
+                         for i, text in enumerate(day)], namespace=namespace,
+                session_id="day")
+    for i, text in enumerate(noise):
+        await store(client, [{"msg_id": f"x{i}", "role": "user", "content": text}],
+                    namespace=namespace, session_id=f"noise{i}")
+
+
+class TestLowerThreshold:
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_min_score_zero_returns_at_least_what_the_default_returns(
+            self, client: Any, language: str) -> None:
+        day, noise, query = NOTES[language]
+        await store_day_and_noise(client, day, noise, namespace=language)
+        default_full = await recall(client, query, namespace=language)
+        day_tokens = sum(m["tokens"] for m in default_full["memories"])
+        for budget in (day_tokens, day_tokens + 10, 1500):
+            default = await recall(client, query, namespace=language, max_tokens=budget)
+            everything = await recall(client, query, namespace=language, max_tokens=budget,
+                                      min_score=0)
+            assert returned_ids(default) <= returned_ids(everything), (
+                budget, default["memories"], everything["memories"])
+            assert everything["tokens"] <= budget
+
+
+# Eleven notes of one day: two overlapping memories (n0–n5, n5–n10). The question matches
+# n1 strongly and n5 (shared by both) by the name only.
+EN_LONG_DAY = [*EN_DAY[:5], EN_DAY[5], "Renewed the library books online.",
+               "The cat slept on the sofa all day.", "Booked a haircut for next week.",
+               "Cleaned out the fridge.", "Sent the invoice to the client."]
+ZH_LONG_DAY = [*ZH_DAY[:5], ZH_DAY[5], "在网上续借了图书馆的书。", "猫在沙发上睡了一整天。",
+               "约了下周去理发。", "把冰箱清理了一遍。", "把发票发给了客户。"]
+
+
+class TestTopK:
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_the_first_memory_is_the_same_whatever_top_k(
+            self, client: Any, language: str) -> None:
+        notes = EN_LONG_DAY if language == "en" else ZH_LONG_DAY
+        query = NOTES[language][2]
+        await store(client, [{"msg_id": f"n{i}", "role": "user", "content": text}
+                             for i, text in enumerate(notes)], namespace=language,
+                    session_id="day")
+        firsts = []
+        for top_k in (1, 2, 10, 100):
+            body = await recall(client, query, namespace=language, top_k=top_k,
+                                min_score=0)
+            assert body["memories"], body
+            first = body["memories"][0]
+            firsts.append((first["id"], first["msg_ids"], first["text"]))
+            assert len(returned_ids(body)) == sum(len(m["msg_ids"])
+                                                  for m in body["memories"])  # no repeats
+        assert "n1" in firsts[0][1]
+        assert all(f == firsts[0] for f in firsts), firsts
