@@ -110,8 +110,9 @@ class Settings(BaseSettings):
     # model does not know ([UNK]): its cosine cannot tell apart texts it cannot read.
     recall_unknown_token_discount: bool = True
     # The vector part maps cosine linearly from floor (0) to ceiling (1): for MiniLM,
-    # unrelated text scores about 0.05 and a close paraphrase 0.55 or more; for e5 about
-    # 0.78 and 0.92. They set what min_score means. [profile]
+    # a question scores about 0.05 against unrelated text and 0.55 or more against its
+    # answer; for e5 about 0.76 and 0.86 (a Chinese question against Chinese text: the
+    # band shifted up by the profile, to 0.84 / 0.91). They set what min_score means. [profile]
     recall_cosine_floor: float = Field(default=0.05, ge=-1, lt=1)
     recall_cosine_ceiling: float = Field(default=0.55, gt=-1, le=1)
     # Memories inside a date the query names ("on 3 June", "上周").

@@ -8,9 +8,20 @@ nothing for the other, so the recall settings that depend on the cosine's scale 
 defaults from the configured model's profile (`Settings.model_profile`); a deployment may
 still set any of them (`ENGRAM_RECALL_MIN_SCORE`, ...), which then wins.
 
-The values were calibrated on sentences written for the purpose (tests/embedding/
-test_calibration.py holds them: Chinese, English and mixed, related and unrelated pairs),
-never on evaluation data.
+The values were calibrated on sentences written for the purpose, never on evaluation data:
+tests/embedding/calibration_pairs.py (questions and the notes or chat stretches that answer
+them, Chinese and English) and tests/embedding/test_calibration.py. The band is measured
+the way recall uses it, a question against stored text: the floor near the median cosine of
+a question and an unrelated memory, the ceiling near the median of a question and its
+answer. MiniLM's 0.05 / 0.55 sit there (English medians 0.10 / 0.49); for e5 they are
+0.76 / 0.86 in English and 0.84 / 0.91 for a Chinese question against Chinese text (a
+Chinese question against English text reads like English: unrelated median 0.75); e5's
+English ceiling is above its related median (0.84) so that a question whose answer is not
+stored stays under `min_score` ("what's my blood type" scores 0.824 against a note about a
+nurse, as high as a chat stretch against the question it answers). e5's
+first band (0.78 / 0.93) had been read off pairs of stored texts, which sit higher: a
+LoCoMo answer at cosine 0.84 got a vector part of 0.4 and fell under `min_score` unless its
+words matched (docs/benchmarks.md §9, diagnosis).
 
 An unknown model (a local sentence-transformers directory) gets `GENERIC`, MiniLM's values,
 with a warning; give it its own with `ENGRAM_EMBEDDING_PROFILE`, a JSON object of any of
@@ -36,6 +47,15 @@ class ModelProfile:
     Attributes:
         cosine_floor: a cosine at or below this is unrelated text (vector part 0).
         cosine_ceiling: a cosine at or above this is a close paraphrase (vector part 1).
+            Both are measured as recall uses them: a question (e5's "query: " side) against
+            stored text ("passage: "), not two stored texts, which sit higher for e5.
+        zh_floor_shift: how much higher the floor is for a Chinese question against
+            Chinese text: e5 puts any two Chinese texts closer than two English ones
+            (unrelated about 0.84 against 0.76), while a Chinese question against English
+            text reads like English. One band for all would let unrelated Chinese through,
+            or rank every Chinese memory above the English one that answers a Chinese
+            question. A shift, so that moving the band (a setting) moves both.
+        zh_ceiling_shift: the same for the ceiling.
         min_score: the relevance a memory needs to be returned and counted as a hit; a
             question whose answer is not stored returns nothing (abstention).
         keyword_weight: share of the keyword part in relevance for Latin-script queries.
@@ -53,11 +73,21 @@ class ModelProfile:
     name: str
     cosine_floor: float
     cosine_ceiling: float
+    zh_floor_shift: float
+    zh_ceiling_shift: float
     min_score: float
     keyword_weight: float
     keyword_weight_zh: float
     related_cosine: float
     supersede_cosine: float
+
+    def cosine_band(self, floor: float, ceiling: float, *, chinese_pair: bool
+                    ) -> tuple[float, float]:
+        """(floor, ceiling) for a question and a memory, from the configured band;
+        `chinese_pair`: both are Chinese."""
+        if chinese_pair:
+            return floor + self.zh_floor_shift, ceiling + self.zh_ceiling_shift
+        return floor, ceiling
 
     def with_overrides(self, overrides: dict[str, Any]) -> ModelProfile:
         known = {f.name for f in fields(self)} - {"name"}
@@ -70,13 +100,15 @@ class ModelProfile:
 
 
 MINILM = ModelProfile(
-    name=MINILM_NAME, cosine_floor=0.05, cosine_ceiling=0.55, min_score=0.35,
+    name=MINILM_NAME, cosine_floor=0.05, cosine_ceiling=0.55,
+    zh_floor_shift=0.0, zh_ceiling_shift=0.0, min_score=0.35,
     keyword_weight=0.5, keyword_weight_zh=0.6, related_cosine=0.45,
     supersede_cosine=0.55,
 )
 
 E5 = ModelProfile(
-    name=E5_NAME, cosine_floor=0.78, cosine_ceiling=0.93, min_score=0.35,
+    name=E5_NAME, cosine_floor=0.76, cosine_ceiling=0.86,
+    zh_floor_shift=0.08, zh_ceiling_shift=0.05, min_score=0.35,
     keyword_weight=0.5, keyword_weight_zh=0.5, related_cosine=0.84,
     supersede_cosine=0.86,
 )

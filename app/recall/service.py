@@ -11,7 +11,9 @@ Pipeline (one request):
    memories. A named date or a referenced session adds a small search inside it.
 3. **Score** every candidate on one 0–1 scale:
    `relevance = (1 − w) · vector + w · keyword`. `vector` is the cosine mapped linearly
-   from `recall_cosine_floor` (0) to `recall_cosine_ceiling` (1); `keyword` is half the
+   from `recall_cosine_floor` (0) to `recall_cosine_ceiling` (1), a band the model's
+   profile shifts for a Chinese question against a Chinese memory (e5 puts any two Chinese
+   texts closer than two English ones: `ModelProfile.cosine_band`); `keyword` is half the
    IDF-weighted share of the query's terms the memory contains (`text.coverage`) and half
    its BM25 relative to the best keyword hit, scaled by that hit's share. Both are absolute,
    so one `min_score` means the same in every store. `w` = `recall_keyword_weight`, higher
@@ -438,11 +440,12 @@ class RecallService:
         # measures how much unknown text a memory has, not what it says. `min_score` keeps
         # applying to `relevance` (the configured weights), so what passes is unchanged.
         ranking_weight = 1 - (1 - weight) * (1 - unknown)
-        span = max(1e-6, s.recall_cosine_ceiling - s.recall_cosine_floor)
+        bands = _cosine_bands(s)
         reference = _utc(request.as_of) if request.as_of else _newest(candidates)
         about_question = parsed.reference is not None and parsed.reference.about_question
         for c, cover in zip(candidates, covered, strict=True):
-            c.vector = min(1.0, max(0.0, (c.cosine - s.recall_cosine_floor) / span))
+            floor, ceiling = bands[chinese and has_cjk(c.memory.text)]
+            c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
             rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
             c.keyword = 0.5 * cover + 0.5 * rank_part
             c.relevance = (1 - weight) * c.vector + weight * c.keyword
@@ -666,6 +669,14 @@ def _overlaps(memory: MemoryRecord, hint: TimeHint) -> bool:
     if start is None or end is None:
         return False
     return _utc(start) < hint.end and _utc(end) >= hint.start
+
+
+def _cosine_bands(s: Settings) -> dict[bool, tuple[float, float]]:
+    """The cosine's (floor, ceiling) for a question and a memory, by whether both are
+    Chinese (`ModelProfile.cosine_band`)."""
+    return {chinese: s.model_profile.cosine_band(s.recall_cosine_floor, s.recall_cosine_ceiling,
+                                                 chinese_pair=chinese)
+            for chinese in (False, True)}
 
 
 _TIER_BOOST = {"longterm": 1.15, "daily": 1.05, "session": 1.0}

@@ -15,7 +15,11 @@ import pytest
 from app.config import PROFILE_SETTINGS
 from app.embedding import profiles
 from app.embedding.names import E5_NAME, MINILM_NAME
+from app.recall.text import has_cjk
 from tests.conftest import make_settings
+from tests.embedding.calibration_pairs import CROSS_LINGUAL as ASKED_ACROSS
+from tests.embedding.calibration_pairs import PAIRS
+from tests.helpers import store
 from tests.recall.test_recall_api import recall, store_notes
 
 NOTES = [
@@ -62,6 +66,66 @@ async def _abstention_and_cross_lingual_ranking(client: Any) -> None:
     for question, expected in CROSS_LINGUAL:  # a question in one language, a memory in the other
         body = await recall(client, question, min_score=0)
         assert expected in body["memories"][0]["text"], question
+
+
+async def store_pairs(client: Any) -> None:
+    """Each memory of PAIRS in its own session, line by line as the client sent it."""
+    for i, (_, memory) in enumerate(PAIRS):
+        lines = [line.split(": ", 1) for line in memory.split("\n")]
+        await store(client, [{"msg_id": f"p{i}-{k}", "role": role, "content": content}
+                             for k, (role, content) in enumerate(lines)],
+                    session_id=f"p{i}")
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+async def test_a_question_reads_the_same_on_both_models_scales_in_both_languages(
+        open_client: Any, e5: Any, minilm: Any, tmp_path: Any) -> None:
+    """The vector part of relevance (the cosine placed in the profile's band) means the same
+    for each model and language: the memory that answers a question near the top of the
+    band, unrelated ones near the bottom. e5's band was once set on two stored texts, which
+    sit higher than a question against a memory: its English answers then got half of the
+    vector part (chats a quarter) and fell under `min_score` unless their words matched."""
+    for model, name in ((e5, E5_NAME), (minilm, MINILM_NAME)):
+        async with open_client(with_model=model, embedding_model=name,
+                               at=tmp_path / name) as client:
+            await store_pairs(client)
+            parts: dict[tuple[bool, bool], list[float]] = {}
+            for i, (question, _) in enumerate(PAIRS):
+                body = await recall(client, question, min_score=0, top_k=len(PAIRS),
+                                    max_tokens=4000)
+                assert body["count"] == len(PAIRS), (name, question)
+                for m in body["memories"]:
+                    related = m["session_id"] == f"p{i}"
+                    parts.setdefault((has_cjk(question), related), []).append(
+                        m["explain"]["vector"])
+                if name == E5_NAME:  # MiniLM reads no Chinese: its zh answers are keywords
+                    default = await recall(client, question)
+                    assert default["memories"] and \
+                        default["memories"][0]["session_id"] == f"p{i}", (question, default)
+            for chinese in (False, True):
+                if name == MINILM_NAME and chinese:
+                    continue
+                assert mean(parts[chinese, True]) >= 0.75, (name, chinese, parts[chinese, True])
+                assert mean(parts[chinese, False]) <= 0.2, (name, chinese)
+
+
+async def test_a_question_in_one_language_finds_the_memory_in_the_other(open_client: Any,
+                                                                      e5: Any) -> None:
+    """e5 puts any two Chinese texts closer than a Chinese question and the English memory
+    that answers it: on one band for all pairs, Chinese memories about other things
+    outranked it (4th to 9th here). An English question about a Chinese memory has no
+    such offset to undo and no shared word to help: the answer is among the first two."""
+    async with open_client(with_model=e5, embedding_model=E5_NAME) as client:
+        await store_pairs(client)
+        for question, index in ASKED_ACROSS:
+            body = await recall(client, question, min_score=0)
+            sessions = [m["session_id"] for m in body["memories"]]
+            within = 1 if has_cjk(question) else 2
+            assert f"p{index}" in sessions[:within], (
+                question, [m["text"][:40] for m in body["memories"][:3]])
 
 
 class TestProfiles:
