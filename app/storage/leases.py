@@ -156,25 +156,28 @@ class LeaseStore:
         if body.get("host") == self._host and isinstance(body.get("pid"), int) \
                 and body["pid"] != self._pid and not _process_exists(body["pid"]):
             return True
-        seen = self._seen.get(name)
-        now = time.monotonic()
-        if seen is None or seen[0] != etag:
-            self._seen[name] = (etag, now)
-            return False
+        unchanged = self._seconds_unchanged(name, etag)
         ttl = float(body.get("ttl") or self.ttl)
-        return now - seen[1] > max(ttl, self.ttl)
+        return unchanged is not None and unchanged > max(ttl, self.ttl)
 
     def _handed_elsewhere(self, name: str, body: dict[str, Any], etag: str) -> bool:
         """Whether a free lease was handed to another waiting server that may still take it."""
         handed_to = body.get("next")
         if not handed_to or handed_to == self.identity:
             return False
+        unchanged = self._seconds_unchanged(name, etag)
+        return unchanged is None or unchanged <= self.handoff_grace
+
+    def _seconds_unchanged(self, name: str, etag: str) -> float | None:
+        """How long this server has seen the lease object at `etag`; None when the etag is
+        new to it (its clock starts now). Liveness is read off the bucket's etags, never off
+        the writers' clocks."""
         seen = self._seen.get(name)
         now = time.monotonic()
         if seen is None or seen[0] != etag:
             self._seen[name] = (etag, now)
-            return True
-        return now - seen[1] <= self.handoff_grace
+            return None
+        return now - seen[1]
 
     async def _wait_in_line(self, name: str, body: dict[str, Any], etag: str) -> None:
         """Write this server into a held lease as its waiter, if the slot is free."""
