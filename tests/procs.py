@@ -218,17 +218,21 @@ class ServerProcess:
 
 
 @contextmanager
-def servers(*procs: ServerProcess) -> Iterator[tuple[ServerProcess, ...]]:
-    """Start several servers at once (their model loads overlap); stop all of them on exit."""
+def servers(*procs: ServerProcess, ready_timeout: float = READY_TIMEOUT_SECONDS,
+            log_lines: int = 0) -> Iterator[tuple[ServerProcess, ...]]:
+    """Start several servers at once (their model loads overlap); stop all of them on exit,
+    printing the last `log_lines` of each log (pytest shows them for a failed test)."""
     try:
         for proc in procs:
             proc.start(wait=False)
         for proc in procs:
-            proc.wait_ready()
+            proc.wait_ready(timeout=ready_timeout)
         yield procs
     finally:
         for proc in procs:
             proc.stop()
+            if log_lines:
+                print(f"--- {proc.log_path} ---\n{proc.log_tail(log_lines)}")
 
 
 # --- realistic chat turns (tests and bench/store_throughput.py) ---------------------------

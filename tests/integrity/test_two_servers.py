@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from app.classify.smalltalk import is_small_talk
-from tests.procs import ServerProcess, chat_messages
+from tests.procs import ServerProcess, chat_messages, servers
 from tests.store.test_processes import client_for, storage_rows
 
 pytestmark = pytest.mark.slow
@@ -45,16 +45,8 @@ def two_servers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]
     env = {"ENGRAM_COMPRESSION_ENABLED": "false"}  # passes come from the test, forced
     a = ServerProcess(data, name="race-a", env=env)
     b = ServerProcess(data, name="race-b", env=env)
-    try:
-        for server in (a, b):  # their model loads overlap
-            server.start(wait=False)
-        for server in (a, b):
-            server.wait_ready(timeout=READY_SECONDS)
+    with servers(a, b, ready_timeout=READY_SECONDS, log_lines=60):
         yield a, b
-    finally:
-        for server in (a, b):
-            server.stop()
-            print(f"--- {server.log_path} ---\n{server.log_tail(60)}")
 
 
 class Ledger:

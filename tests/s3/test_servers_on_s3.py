@@ -29,7 +29,7 @@ from tests.integrity.test_two_servers import (  # noqa: F401
     READY_SECONDS,
     test_two_servers_racing_store_delete_compress_lose_nothing,
 )
-from tests.procs import ServerProcess
+from tests.procs import ServerProcess, servers
 from tests.s3.moto_server import MotoS3
 from tests.store.test_processes import (  # noqa: F401
     storage_rows,
@@ -52,23 +52,17 @@ def crash_server(tmp_path: Path, moto_s3: MotoS3, bucket: str) -> Iterator[Serve
 @pytest.fixture
 def two_servers(tmp_path: Path, moto_s3: MotoS3, bucket: str
                 ) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    servers = []
+    hosts = []
     for host in ("host-a", "host-b"):
         local = tmp_path / host  # each "host" has its own disk: data and lock directories
         env = {**moto_s3.env(bucket), "ENGRAM_COMPRESSION_ENABLED": "false",
                "ENGRAM_LOCK_DIR": str(local / "locks"), "ENGRAM_LOG_LEVEL": "INFO"}
-        servers.append(ServerProcess(local / "data", name=f"race-{host}", env=env))
-    a, b = servers
+        hosts.append(ServerProcess(local / "data", name=f"race-{host}", env=env))
+    a, b = hosts
     try:
-        for server in (a, b):
-            server.start(wait=False)
-        for server in (a, b):
-            server.wait_ready(timeout=READY_SECONDS)
-        yield a, b
+        with servers(a, b, ready_timeout=READY_SECONDS, log_lines=60):
+            yield a, b
     finally:
-        for server in (a, b):
-            server.stop()
-            print(f"--- {server.log_path} ---\n{server.log_tail(60)}")
         dump = {t: storage_rows(a, t, "namespace = 'race'", cols) for t, cols in (
             ("memories", ["id", "session_id", "msg_ids", "state", "updated_at"]),
             ("messages", ["session_id", "msg_id", "state", "content_hash"]))}
