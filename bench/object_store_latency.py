@@ -41,7 +41,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from app.config import Settings  # noqa: E402
 from app.embedding.pool import EmbeddingPool, load_model  # noqa: E402
 from app.main import create_app  # noqa: E402
-from bench.recall_latency import QUERIES, pct, populate  # noqa: E402
+from bench.recall_latency import QUERIES, pct, populate, timed_recall  # noqa: E402
 from tests.s3.moto_server import MotoS3  # noqa: E402
 
 
@@ -72,12 +72,7 @@ async def run_one(label: str, settings: Settings, model: Any, args: argparse.Nam
             recalls: list[float] = []
             before = counter.count if counter else 0
             for i in range(args.warmup + args.requests):
-                body = {"namespace": namespace, "query": QUERIES[i % len(QUERIES)],
-                        "min_score": 0, "top_k": 10, "max_tokens": 1500}
-                t0 = time.perf_counter()
-                response = await client.post("/v1/recall", json=body)
-                elapsed = (time.perf_counter() - t0) * 1000
-                response.raise_for_status()
+                elapsed, _ = await timed_recall(client, namespace, QUERIES[i % len(QUERIES)])
                 if i == args.warmup - 1 and counter:
                     before = counter.count
                 if i >= args.warmup:

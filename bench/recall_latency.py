@@ -164,6 +164,19 @@ async def populate(settings: Settings, *, total: int, share: float, dim: int,
     return "target"
 
 
+async def timed_recall(client: httpx.AsyncClient, namespace: str, query: str
+                       ) -> tuple[float, httpx.Response]:
+    """One bench recall (every memory may be a candidate: `min_score` 0): its wall time in
+    ms and its response, failed on an error status."""
+    body = {"namespace": namespace, "query": query, "min_score": 0, "top_k": 10,
+            "max_tokens": 1500}
+    t0 = time.perf_counter()
+    response = await client.post("/v1/recall", json=body)
+    elapsed = (time.perf_counter() - t0) * 1000
+    response.raise_for_status()
+    return elapsed, response
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -273,14 +286,10 @@ async def measure(total: int, args: argparse.Namespace, stages: Stages | None) -
             wall: list[float] = []
             server: list[float] = []
             for i in range(args.warmup + args.requests):
-                body = {"namespace": namespace, "query": QUERIES[i % len(QUERIES)],
-                        "min_score": 0, "top_k": 10, "max_tokens": 1500}
-                t0 = time.perf_counter()
-                response = await client.post("/v1/recall", json=body)
-                elapsed = (time.perf_counter() - t0) * 1000
-                response.raise_for_status()
+                query = QUERIES[i % len(QUERIES)]
+                elapsed, response = await timed_recall(client, namespace, query)
                 if stages is not None:
-                    stages.end_request(i >= args.warmup, body["query"], elapsed)
+                    stages.end_request(i >= args.warmup, query, elapsed)
                 if i == 0:
                     first = elapsed  # a cold namespace (nothing cached yet)
                 if i >= args.warmup:
