@@ -40,6 +40,7 @@ from app.store.service import StoreService
 from app.transfer.router import router as transfer_router
 from app.transfer.service import TransferService
 from app.ui import mount_ui
+from app.validation import EncodedSlashMiddleware
 
 log = structlog.get_logger(__name__)
 
@@ -132,6 +133,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
     install_error_handlers(app, on_disk_full=disk.record_full)  # innermost middleware
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(EncodedSlashMiddleware)  # outermost: routing reads its path
     for router in (store_router, recall_router, context_router, memories_router, classify_router,
                    transfer_router, compression_router, debug_router, ops_router):
         app.include_router(router)

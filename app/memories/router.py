@@ -23,12 +23,11 @@ from app.memories.schemas import (
     Tier,
 )
 from app.storage.repository import MemoryFilter
-from app.validation import ID_PATTERN, NAMESPACE_PATTERN
+from app.validation import ID_PATTERN, NAMESPACE_PATTERN, IdPath
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
 NamespacePath = Annotated[str, Path(pattern=NAMESPACE_PATTERN)]
-IdPath = Annotated[str, Path(pattern=ID_PATTERN)]
 
 
 @router.get("/memories", response_model=MemoryList, responses=error_responses(401, 403, 422))

@@ -90,3 +90,33 @@ class TestDelete:
         assert (await client.delete(f"/v1/memories/{memory_id}")).status_code == 200
         assert (await client.get(f"/v1/memories/{memory_id}")).status_code == 404
         assert (await client.delete(f"/v1/memories/{memory_id}")).status_code == 404
+
+
+class TestIdsWithSlashes:
+    """Clients name sessions and messages after paths and URLs ("chats/2024/0412", "D3/7");
+    such an id, percent-encoded in the URL, reaches the same routes as any other id."""
+
+    async def test_a_session_and_a_message_with_slashes_can_be_read_and_deleted(
+            self, client: Any) -> None:
+        from urllib.parse import quote
+        session_id, msg_ids = "chats/2024/0412", ["D1/1", "D1/2", "D1/3"]
+        texts = ["我们决定下周去杭州出差。", "Book the hotel near West Lake.", "好的，我来订酒店。"]
+        await store(client, [{"msg_id": m, "role": "user", "content": t}
+                             for m, t in zip(msg_ids, texts, strict=True)],
+                    session_id=session_id)
+        session_url = f"/v1/namespaces/alice/sessions/{quote(session_id, safe='')}"
+        ledger = await client.get(session_url)
+        assert ledger.status_code == 200, ledger.text
+        assert ledger.json()["session_id"] == session_id
+        deleted = await client.delete(f"{session_url}/messages/{quote('D1/2', safe='')}")
+        assert deleted.status_code == 200, deleted.text
+        remaining = {m for memory in await all_memories(client) for m in memory["msg_ids"]}
+        assert remaining == {"D1/1", "D1/3"}
+        assert (await client.delete(session_url)).status_code == 200
+        assert await all_memories(client) == []
+        assert (await client.get(session_url)).status_code == 404
+
+    async def test_a_slash_where_no_id_may_hold_one_is_a_422(self, client: Any) -> None:
+        assert (await client.get("/v1/namespaces/al%2Fice/sessions")).status_code == 422
+        unit_separator = await client.get("/v1/namespaces/alice/sessions/a%1Fb")
+        assert unit_separator.status_code == 422, "a control character is never an id"
