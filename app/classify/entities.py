@@ -122,6 +122,11 @@ _CJK: Final = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # no spaces) from each of its characters.
 _URL_RE: Final = re.compile(r"https?://\S+|www\.\S+|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _FENCE_RE: Final = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+# A memory's text is its messages rendered "role: content", one per line
+# (app/store/chunker.py). The labels are ours, not the speaker's words: every chat memory
+# would list "user" and "assistant" as concepts, and the name opening a line would count
+# as sentence-initial and be lost as a proper noun.
+_ROLE_LABEL_RE: Final = re.compile(r"^(?:user|assistant|system|tool): ", re.MULTILINE)
 _CODE_RE: Final = re.compile(rf"`([^`\n]{{1,{_MAX_MARKUP_CHARS}}})`")
 _BOLD_RE: Final = re.compile(
     rf"\*\*([^*\n]{{1,{_MAX_MARKUP_CHARS}}})\*\*|__([^_\n]{{1,{_MAX_MARKUP_CHARS}}})__"
@@ -451,7 +456,7 @@ def extract_entities(
     """
     # Fenced code blocks hold code, not prose: keep them out of every extractor. URLs
     # and e-mail addresses would otherwise yield "https", "#fragment" or "com".
-    markup_text = _FENCE_RE.sub(" ", text)
+    markup_text = _FENCE_RE.sub(" ", _ROLE_LABEL_RE.sub("", text))
     plain = _URL_RE.sub(" ", markup_text)
     technologies = _technologies(plain, markup_text)
     tech_keys = {t.casefold() for t in technologies}

@@ -120,3 +120,23 @@ class TestIdsWithSlashes:
         assert (await client.get("/v1/namespaces/al%2Fice/sessions")).status_code == 422
         unit_separator = await client.get("/v1/namespaces/alice/sessions/a%1Fb")
         assert unit_separator.status_code == 422, "a control character is never an id"
+
+
+async def test_a_stored_chat_does_not_list_its_role_labels_as_concepts(client: Any) -> None:
+    """Memories are rendered "role: content"; the labels are Engram's, not what was said,
+    while a user who talks about users keeps that concept."""
+    chat = [("user", "We chose LanceDB for the memory store."),
+            ("assistant", "Good, the memory store needs vectors."),
+            ("user", "我们决定用 LanceDB 做记忆存储。"),
+            ("assistant", "好的，记忆存储需要向量。")]
+    await store(client, [{"msg_id": f"m{i}", "role": role, "content": text}
+                         for i, (role, text) in enumerate(chat)])
+    [memory] = await all_memories(client)
+    concepts = memory["entities"]["concepts"]
+    assert {"memory", "记忆", "向量"} <= set(concepts)
+    assert not {"user", "assistant"} & set(concepts)
+    await store(client, [{"msg_id": "t", "role": "user",
+                          "content": "The user table needs an index on user_id for every user."}],
+                session_id="s2")
+    [about_users] = await all_memories(client, session_id="s2")
+    assert "user" in about_users["entities"]["concepts"]
