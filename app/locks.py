@@ -4,7 +4,9 @@ An `asyncio.Lock` orders the writers of one process; across processes either a f
 (`filelock`, flock on POSIX) orders the processes sharing a lock directory, or, for servers
 on several hosts sharing only an object store, a lease object in the bucket
 (app/storage/leases.py, docs/scaling.md). The file lock is polled without blocking, so a
-cancelled request never leaves a thread holding it.
+cancelled request never leaves a thread holding it. A lease also fences the writes made
+while it is held: each one first checks that the lease is still this server's (a server
+paused past the lease's TTL loses it to another, and must not commit what it planned).
 
 Two locks per namespace:
 - the write lock (`hold`): one builder of the namespace's memories at a time; held for a
@@ -29,7 +31,7 @@ import structlog
 from filelock import FileLock, Timeout
 
 from app.errors import LockTimeout, Unavailable
-from app.storage.leases import LeaseStore
+from app.storage.leases import LeaseStore, fenced
 
 log = structlog.get_logger(__name__)
 
@@ -111,7 +113,8 @@ class NamespaceLocks:
                 self._waited(namespace, started)
                 taken = time.monotonic()
                 try:
-                    yield
+                    with fenced(self._leases, lease):  # every write in the block checks it
+                        yield
                 finally:
                     await asyncio.shield(self._leases.release(lease))
                     self._held(namespace, name, taken)

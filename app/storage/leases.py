@@ -23,12 +23,19 @@ scheme):
   the waiting server's next poll. Without this, one busy server kept a namespace for
   minutes while the other's requests timed out (the two-server race on a bucket: lock waits
   of 98 s and more);
-- every acquisition increments the lease's `epoch`, a fencing token: the holder of epoch
-  N knows no write of epoch N-1 is still allowed to start.
+- every acquisition increments the lease's `epoch`;
+- fencing: a holder paused for longer than the TTL (a stalled process, a frozen VM) may find
+  on waking that another server took its lease. Every write to the tables made while a
+  lease is held (`fenced`, a context variable the namespace locks set) first calls
+  `check_fences()`: a lease renewed less than `ttl - margin` ago is still ours for at least
+  `margin` seconds (no waiter can take it sooner, whatever happened since), known without
+  a request; an older one is renewed right there (one conditional PUT); a lease found lost
+  refuses the write with `LeaseLost`, so the paused server's build stops before its next
+  commit and leaves its messages pending for the new holder (docs/scaling.md says what
+  window remains).
 
 Every step is one conditional request, so two servers can never both believe they hold one
-lease, short of a holder paused for longer than the TTL (then its next renewal fails and
-says so in the log, `lease_lost`).
+lease for longer than a write that had already passed its check takes to land.
 """
 
 from __future__ import annotations
@@ -40,13 +47,16 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
+
+from app.errors import LeaseLost
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +98,11 @@ class Lease:
     epoch: int = 1  # acquisitions of this lease so far, this one included (fencing token)
     waiter: str | None = None  # the server waiting for it, as last read or written
     renewer: asyncio.Task[None] | None = field(default=None, repr=False)
+    # Monotonic time the last write of ours that holds it (acquire or renewal) was sent:
+    # no other server can take it over before this + TTL (`LeaseStore.confirm`).
+    written_at: float = field(default_factory=time.monotonic)
+    # One rewrite at a time: the renewal loop and a write's fence check may both renew.
+    rewriting: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
 
 class LeaseStore:
@@ -111,6 +126,10 @@ class LeaseStore:
         # name -> (etag, monotonic time first seen) of leases other processes hold.
         self._seen: dict[str, tuple[str, float]] = {}
         self.takeovers = 0
+        # A write checked with a lease this fresh has at least `fence_margin` seconds to land
+        # before any other server may take the lease (renewals come every ttl / 3, so a
+        # healthy holder always passes without a request).
+        self.fence_margin = ttl / 3
 
     def _path(self, name: str) -> str:
         return f"{LEASE_PREFIX}/{name}.lease"
@@ -193,6 +212,7 @@ class LeaseStore:
     async def try_acquire(self, name: str) -> Lease | None:
         """One attempt: the lease if it was free (or its holder dead), else None."""
         token = uuid.uuid4().hex
+        sent = time.monotonic()
         current = await self._read(name)
         waiter: str | None = None
         epoch = 1
@@ -218,7 +238,7 @@ class LeaseStore:
         if etag is None:
             return None
         self._seen.pop(name, None)
-        lease = Lease(name, token, etag, epoch=epoch, waiter=waiter)
+        lease = Lease(name, token, etag, epoch=epoch, waiter=waiter, written_at=sent)
         lease.renewer = asyncio.create_task(self._renew(lease), name=f"lease-{name}")
         return lease
 
@@ -252,6 +272,10 @@ class LeaseStore:
     async def _rewrite(self, lease: Lease, state: str) -> bool:
         """Write our lease again (renewed, or free and handed to its waiter); False when it
         is no longer ours."""
+        async with lease.rewriting:
+            return await self._rewrite_now(lease, state)
+
+    async def _rewrite_now(self, lease: Lease, state: str) -> bool:
         renewals = lease.renewals + 1
         etag_seen = lease.etag
         for _ in range(3):
@@ -259,9 +283,10 @@ class LeaseStore:
             body = self._body(lease.token, state, renewals, epoch=lease.epoch,
                               waiter=waiter if state == "held" else None,
                               handed_to=None if state == "held" else waiter)
+            sent = time.monotonic()
             etag = await self._put(lease.name, body, etag=etag_seen)
             if etag is not None:
-                lease.etag, lease.renewals = etag, renewals
+                lease.etag, lease.renewals, lease.written_at = etag, renewals, sent
                 return True
             # A waiter wrote itself in, or a write of ours landed unanswered (a cancelled
             # renewal): still ours?
@@ -274,15 +299,51 @@ class LeaseStore:
     async def _renew(self, lease: Lease) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)
+            if lease.lost:
+                return
             try:
                 if not await self._rewrite(lease, "held"):
-                    lease.lost = True
-                    log.error("lease_lost", lease=lease.name,
-                              detail="another server took the lease over: this server did "
-                              "not renew it within the TTL")
+                    self._lost(lease)
                     return
             except Exception as error:  # a network blip: the next renewal tries again
                 log.warning("lease_renewal_failed", lease=lease.name, error=str(error)[:200])
+
+    def _lost(self, lease: Lease) -> None:
+        if not lease.lost:
+            lease.lost = True
+            log.error("lease_lost", lease=lease.name, epoch=lease.epoch,
+                      detail="another server took the lease over: this server did not renew "
+                      "it within the TTL; its writes under this lease are refused")
+
+    async def confirm(self, lease: Lease) -> None:
+        """Make sure `lease` is still ours for at least `fence_margin` seconds (a write is
+        about to be sent under it).
+
+        Raises:
+            LeaseLost: another server holds it now, or the bucket did not answer while the
+                lease was too old to be sure (the write is refused either way).
+        """
+        if not lease.lost and time.monotonic() - lease.written_at < self.ttl - self.fence_margin:
+            return  # the common case: no request
+        if not lease.lost:
+            try:
+                renewed = await self._rewrite(lease, "held")
+            except Exception as error:
+                log.warning("lease_renewal_failed", lease=lease.name, error=str(error)[:200])
+                raise self._refused(lease, "its renewal did not reach the bucket") from None
+            if renewed and time.monotonic() - lease.written_at < self.ttl - self.fence_margin:
+                return
+            if not renewed:
+                self._lost(lease)
+        raise self._refused(lease, "another server holds it now")
+
+    @staticmethod
+    def _refused(lease: Lease, why: str) -> LeaseLost:
+        log.error("write_fenced", lease=lease.name, epoch=lease.epoch, reason=why,
+                  detail="a write under a lease this server may no longer hold was refused; "
+                  "what it was building stays pending for the lease's holder")
+        return LeaseLost(f"the write lease {lease.name!r} is no longer this server's ({why}); "
+                         "retry later")
 
     async def release(self, lease: Lease) -> None:
         if lease.renewer is not None:
@@ -302,6 +363,34 @@ class LeaseStore:
     async def held(self, name: str, *, max_wait: float) -> AsyncIterator[Lease]:
         lease = await self.acquire(name, max_wait=max_wait)
         try:
-            yield lease
+            with fenced(self, lease):
+                yield lease
         finally:
             await asyncio.shield(self.release(lease))
+
+
+# The leases the current task holds (and tasks it started inside the holding block inherit):
+# every table write checks them first (`check_fences`, called by the repository).
+_held_leases: ContextVar[tuple[tuple[LeaseStore, Lease], ...]] = ContextVar(
+    "engram_held_leases", default=())
+
+
+@contextmanager
+def fenced(leases: LeaseStore, lease: Lease) -> Iterator[None]:
+    """Within the block, every table write first checks that `lease` is still ours."""
+    token = _held_leases.set((*_held_leases.get(), (leases, lease)))
+    try:
+        yield
+    finally:
+        _held_leases.reset(token)
+
+
+async def check_fences() -> None:
+    """Refuse a write if a lease it is made under is no longer this server's.
+
+    Raises:
+        LeaseLost: see `LeaseStore.confirm`. Free of requests while the leases are fresh,
+            and a no-op without leases (lock files: one host, no pause can cost a lock).
+    """
+    for leases, lease in _held_leases.get():
+        await leases.confirm(lease)

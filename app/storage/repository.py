@@ -19,7 +19,7 @@ import pyarrow as pa
 import structlog
 
 from app.config import Settings
-from app.storage.leases import LeaseStore
+from app.storage.leases import LeaseStore, check_fences
 from app.storage.migrations import migrate
 from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
 from app.storage.object_store import location_for
@@ -320,7 +320,13 @@ class Repository:
         }
 
     async def _write(self, table: str, write: Write) -> Any:
-        """Commit `write` with the other pending writes of `table` (writer.py); its result."""
+        """Commit `write` with the other pending writes of `table` (writer.py); its result.
+
+        Raises:
+            LeaseLost: the write is made under a namespace lease this server no longer holds
+                (leases.py, fencing); nothing is committed.
+        """
+        await check_fences()
         return await self.writers[table].write(write)
 
     async def _select(
