@@ -69,6 +69,22 @@ class NamespaceLocks:
         lock = self._local.get(namespace)
         return lock is not None and lock.locked()
 
+    async def held_elsewhere(self, namespace: str) -> bool:
+        """Whether another process holds the namespace's write lock now (its lock file, or a
+        live holder's lease): a sweep leaves such a namespace to its holder. Not a lock:
+        the answer may be stale at once."""
+        if self._leases is not None:
+            return await self._leases.held_by_another(namespace)
+        if self.is_held(namespace):
+            return False  # this process: the caller asks `is_held` for that
+        probe = FileLock(str(self._dir / f"{namespace}.lock"), thread_local=False)
+        try:
+            probe.acquire(blocking=False)
+        except Timeout:
+            return True
+        probe.release()
+        return False
+
     def hold(self, namespace: str, *, max_wait: float | None = None
              ) -> AbstractAsyncContextManager[None]:
         """Hold the write lock of `namespace` for the duration of the block.

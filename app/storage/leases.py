@@ -198,6 +198,18 @@ class LeaseStore:
             return None
         return now - seen[1]
 
+    async def held_by_another(self, name: str) -> bool:
+        """Whether a live holder other than this process holds lease `name` (one GET). A
+        holder is live until this server has seen its lease unchanged for a TTL, or its pid
+        is gone on this host: a periodic caller finds a dead one within one TTL."""
+        current = await self._read(name)
+        if current is None or current[0].get("state") != "held":
+            return False
+        body, etag = current
+        if body.get("host") == self._host and body.get("pid") == self._pid:
+            return False  # this process: its own locks say whether it holds it
+        return not self._holder_is_dead(name, body, etag)
+
     async def _wait_in_line(self, name: str, body: dict[str, Any], etag: str) -> None:
         """Write this server into a held lease as its waiter, if the slot is free."""
         if body.get("waiter") is not None:
