@@ -67,6 +67,17 @@ LEASE_PREFIX = "_engram/leases"
 _POLL_SECONDS = (0.01, 0.02, 0.05, 0.1)
 
 
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)  # Linux
+
+
+def _holder_clock() -> float:
+    """Seconds on the clock a holder ages its lease by: it counts time the machine was
+    suspended too (CLOCK_BOOTTIME; a frozen VM's monotonic clock may not), so a holder that
+    wakes up never takes its lease for fresher than it is. Waiters time holders with
+    `time.monotonic`, which can only undercount: both sides err towards safety."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else time.monotonic()
+
+
 def _host_identity() -> str:
     """Equal for two processes exactly when one can tell by pid whether the other lives:
     same kernel boot and same pid namespace (two containers on one host differ)."""
@@ -98,9 +109,9 @@ class Lease:
     epoch: int = 1  # acquisitions of this lease so far, this one included (fencing token)
     waiter: str | None = None  # the server waiting for it, as last read or written
     renewer: asyncio.Task[None] | None = field(default=None, repr=False)
-    # Monotonic time the last write of ours that holds it (acquire or renewal) was sent:
-    # no other server can take it over before this + TTL (`LeaseStore.confirm`).
-    written_at: float = field(default_factory=time.monotonic)
+    # When the last write of ours that holds it (acquire or renewal) was sent, on
+    # `_holder_clock`: no other server can take it over before this + TTL (`confirm`).
+    written_at: float = field(default_factory=_holder_clock)
     # One rewrite at a time: the renewal loop and a write's fence check may both renew.
     rewriting: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
@@ -224,7 +235,7 @@ class LeaseStore:
     async def try_acquire(self, name: str) -> Lease | None:
         """One attempt: the lease if it was free (or its holder dead), else None."""
         token = uuid.uuid4().hex
-        sent = time.monotonic()
+        sent = _holder_clock()
         current = await self._read(name)
         waiter: str | None = None
         epoch = 1
@@ -295,7 +306,7 @@ class LeaseStore:
             body = self._body(lease.token, state, renewals, epoch=lease.epoch,
                               waiter=waiter if state == "held" else None,
                               handed_to=None if state == "held" else waiter)
-            sent = time.monotonic()
+            sent = _holder_clock()
             etag = await self._put(lease.name, body, etag=etag_seen)
             if etag is not None:
                 lease.etag, lease.renewals, lease.written_at = etag, renewals, sent
@@ -335,7 +346,7 @@ class LeaseStore:
             LeaseLost: another server holds it now, or the bucket did not answer while the
                 lease was too old to be sure (the write is refused either way).
         """
-        if not lease.lost and time.monotonic() - lease.written_at < self.ttl - self.fence_margin:
+        if not lease.lost and _holder_clock() - lease.written_at < self.ttl - self.fence_margin:
             return  # the common case: no request
         if not lease.lost:
             try:
@@ -343,7 +354,7 @@ class LeaseStore:
             except Exception as error:
                 log.warning("lease_renewal_failed", lease=lease.name, error=str(error)[:200])
                 raise self._refused(lease, "its renewal did not reach the bucket") from None
-            if renewed and time.monotonic() - lease.written_at < self.ttl - self.fence_margin:
+            if renewed and _holder_clock() - lease.written_at < self.ttl - self.fence_margin:
                 return
             if not renewed:
                 self._lost(lease)

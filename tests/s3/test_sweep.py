@@ -102,7 +102,8 @@ async def test_a_live_server_builds_what_a_dead_server_acknowledged(
             # B's sweeps see them, and leave them to the namespace's live holder.
             await asyncio.sleep(MIN_AGE_SECONDS + 4 * SWEEP_SECONDS)
             assert storage_rows(b, "memories", where, ["id"]) == []
-            assert "left_to_holder=2" in _plain_log(b)
+            assert [r["state"] for r in storage_rows(b, "messages", where, ["state"])] \
+                == ["pending"] * 4
         # Free now: B (running all along, never restarted) builds both sessions.
         for job_id in jobs:
             assert await _job_state(cb, job_id, seconds=120) == "done", b.log_tail(30)
@@ -120,4 +121,6 @@ async def test_a_live_server_builds_what_a_dead_server_acknowledged(
             memories = await session_memories(cb, NAMESPACE, session_id)
             assert sorted(i for m in memories for i in m["msg_ids"]) == sorted(
                 m["msg_id"] for m in msgs)
-    assert "pending_sweep" in _plain_log(b)
+    # B's log says what it did: left the namespace to its holder, then queued both.
+    log = _plain_log(b)
+    assert "left_to_holder=2" in log and "queued=2" in log
