@@ -198,6 +198,13 @@ class Settings(BaseSettings):
     # A lease not renewed for this long is taken from its holder (a crashed server); the
     # holder renews every third of it.
     lease_ttl_seconds: float = Field(default=30.0, ge=3, le=3600)
+    # Every this many seconds each server looks for sessions whose pending messages nobody
+    # builds (a dead server's acknowledged `wait=false` stores) and builds them itself; 0:
+    # never (they wait for the next start-up or the next `wait=true` store of the session).
+    pending_sweep_seconds: float = Field(default=30.0, ge=0)
+    # Pending messages received less recently than this are the sweep's; younger ones are
+    # left to the server that acknowledged them (it queued their build itself).
+    pending_sweep_min_age_seconds: float = Field(default=60.0, ge=0)
 
     # --- API keys ------------------------------------------------------------------------
     # Keys with access to every namespace and to admin routes.

@@ -8,7 +8,8 @@
     ├── Conflict                  409  the request contradicts stored state
     ├── PayloadTooLarge           413  a batch or message over the configured limits
     ├── Unavailable               503  not ready yet, or a lock could not be taken in time
-    │   └── LockTimeout           503
+    │   ├── LockTimeout           503
+    │   └── LeaseLost             503  this server's namespace lease was taken over (it paused)
     └── InsufficientStorage       507  the disk is full: nothing more can be written
 
 Every error response is `{"error": {"code": ..., "message": ..., "details": ...}}`. Payload
@@ -83,6 +84,13 @@ class Unavailable(EngramError):
 
 class LockTimeout(Unavailable):
     code = "lock_timeout"
+
+
+class LeaseLost(Unavailable):
+    """A write refused because the lease it was made under is another server's now
+    (app/storage/leases.py, fencing): nothing of it was committed; retry."""
+
+    code = "lease_lost"
 
 
 class InsufficientStorage(EngramError):

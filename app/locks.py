@@ -4,7 +4,9 @@ An `asyncio.Lock` orders the writers of one process; across processes either a f
 (`filelock`, flock on POSIX) orders the processes sharing a lock directory, or, for servers
 on several hosts sharing only an object store, a lease object in the bucket
 (app/storage/leases.py, docs/scaling.md). The file lock is polled without blocking, so a
-cancelled request never leaves a thread holding it.
+cancelled request never leaves a thread holding it. A lease also fences the writes made
+while it is held: each one first checks that the lease is still this server's (a server
+paused past the lease's TTL loses it to another, and must not commit what it planned).
 
 Two locks per namespace:
 - the write lock (`hold`): one builder of the namespace's memories at a time; held for a
@@ -29,7 +31,7 @@ import structlog
 from filelock import FileLock, Timeout
 
 from app.errors import LockTimeout, Unavailable
-from app.storage.leases import LeaseStore
+from app.storage.leases import LeaseStore, fenced
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +68,22 @@ class NamespaceLocks:
     def is_held(self, namespace: str) -> bool:
         lock = self._local.get(namespace)
         return lock is not None and lock.locked()
+
+    async def held_elsewhere(self, namespace: str) -> bool:
+        """Whether another process holds the namespace's write lock now (its lock file, or a
+        live holder's lease): a sweep leaves such a namespace to its holder. Not a lock:
+        the answer may be stale at once."""
+        if self._leases is not None:
+            return await self._leases.held_by_another(namespace)
+        if self.is_held(namespace):
+            return False  # this process: the caller asks `is_held` for that
+        probe = FileLock(str(self._dir / f"{namespace}.lock"), thread_local=False)
+        try:
+            probe.acquire(blocking=False)
+        except Timeout:
+            return True
+        probe.release()
+        return False
 
     def hold(self, namespace: str, *, max_wait: float | None = None
              ) -> AbstractAsyncContextManager[None]:
@@ -111,7 +129,8 @@ class NamespaceLocks:
                 self._waited(namespace, started)
                 taken = time.monotonic()
                 try:
-                    yield
+                    with fenced(self._leases, lease):  # every write in the block checks it
+                        yield
                 finally:
                     await asyncio.shield(self._leases.release(lease))
                     self._held(namespace, name, taken)

@@ -37,6 +37,7 @@ from app.storage.repository import Repository
 from app.store.builder import MemoryBuilder
 from app.store.router import router as store_router
 from app.store.service import StoreService
+from app.store.sweep import PendingSweep
 from app.transfer.router import router as transfer_router
 from app.transfer.service import TransferService
 from app.ui import mount_ui
@@ -94,6 +95,10 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         hits.after_flush = app.state.engram.memories.promote_due  # tiers earned by hits
         store.start()
         await store.resume_pending()
+        # A dead server's acknowledged messages, built by the live ones (app/store/sweep.py).
+        sweep = PendingSweep(repo, store, locks, interval=settings.pending_sweep_seconds,
+                             min_age=settings.pending_sweep_min_age_seconds)
+        sweep.start()
         maintenance.start()
         hits.start()
         compression.start()
@@ -109,6 +114,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
             await compression.stop()  # a pass cut short here is repaired by the next one
             await hits.stop()  # writes the buffered hits
             await maintenance.stop()
+            await sweep.stop()
             await store.stop()
             if pool is None:
                 await embedding.close()

@@ -154,6 +154,16 @@ class ServerProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
         self._reap(timeout=30)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes where it is (a GC stall, a frozen VM), its sockets
+        and leases as they were, until `resume`."""
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`: it carries on from where it froze."""
+        if self.running:
+            os.kill(self.pid, signal.SIGCONT)
+
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (graceful shutdown, lifespan teardown); SIGKILL after `timeout`.
 
@@ -161,6 +171,7 @@ class ServerProcess:
         handled), -9 if it had to be killed.
         """
         if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)  # a paused process cannot handle SIGTERM
             os.kill(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)
@@ -197,6 +208,19 @@ class ServerProcess:
         fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
         # After the ")" that ends the command name: state is field 3, utime 14, stime 15.
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_for_log(self, text: str, *, timeout: float) -> bool:
+        """Whether `text` appears in this server's log within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if text in self.log_path.read_text(errors="replace"):
+                    return True
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
 
     def log_tail(self, lines: int = 60) -> str:
         try:

@@ -23,12 +23,19 @@ scheme):
   the waiting server's next poll. Without this, one busy server kept a namespace for
   minutes while the other's requests timed out (the two-server race on a bucket: lock waits
   of 98 s and more);
-- every acquisition increments the lease's `epoch`, a fencing token: the holder of epoch
-  N knows no write of epoch N-1 is still allowed to start.
+- every acquisition increments the lease's `epoch`;
+- fencing: a holder paused for longer than the TTL (a stalled process, a frozen VM) may find
+  on waking that another server took its lease. Every write to the tables made while a
+  lease is held (`fenced`, a context variable the namespace locks set) first calls
+  `check_fences()`: a lease renewed less than `ttl - margin` ago is still ours for at least
+  `margin` seconds (no waiter can take it sooner, whatever happened since), known without
+  a request; an older one is renewed right there (one conditional PUT); a lease found lost
+  refuses the write with `LeaseLost`, so the paused server's build stops before its next
+  commit and leaves its messages pending for the new holder (docs/scaling.md says what
+  window remains).
 
 Every step is one conditional request, so two servers can never both believe they hold one
-lease, short of a holder paused for longer than the TTL (then its next renewal fails and
-says so in the log, `lease_lost`).
+lease for longer than a write that had already passed its check takes to land.
 """
 
 from __future__ import annotations
@@ -40,13 +47,16 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
+
+from app.errors import LeaseLost
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +65,17 @@ LEASE_PREFIX = "_engram/leases"
 # short as the lock files' polling, or a server releasing and re-taking a lease at once
 # would starve a waiting server for longer (there is no queue of waiters).
 _POLL_SECONDS = (0.01, 0.02, 0.05, 0.1)
+
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)  # Linux
+
+
+def _holder_clock() -> float:
+    """Seconds on the clock a holder ages its lease by: it counts time the machine was
+    suspended too (CLOCK_BOOTTIME; a frozen VM's monotonic clock may not), so a holder that
+    wakes up never takes its lease for fresher than it is. Waiters time holders with
+    `time.monotonic`, which can only undercount: both sides err towards safety."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else time.monotonic()
 
 
 def _host_identity() -> str:
@@ -88,6 +109,11 @@ class Lease:
     epoch: int = 1  # acquisitions of this lease so far, this one included (fencing token)
     waiter: str | None = None  # the server waiting for it, as last read or written
     renewer: asyncio.Task[None] | None = field(default=None, repr=False)
+    # When the last write of ours that holds it (acquire or renewal) was sent, on
+    # `_holder_clock`: no other server can take it over before this + TTL (`confirm`).
+    written_at: float = field(default_factory=_holder_clock)
+    # One rewrite at a time: the renewal loop and a write's fence check may both renew.
+    rewriting: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
 
 class LeaseStore:
@@ -111,6 +137,10 @@ class LeaseStore:
         # name -> (etag, monotonic time first seen) of leases other processes hold.
         self._seen: dict[str, tuple[str, float]] = {}
         self.takeovers = 0
+        # A write checked with a lease this fresh has at least `fence_margin` seconds to land
+        # before any other server may take the lease (renewals come every ttl / 3, so a
+        # healthy holder always passes without a request).
+        self.fence_margin = ttl / 3
 
     def _path(self, name: str) -> str:
         return f"{LEASE_PREFIX}/{name}.lease"
@@ -179,6 +209,18 @@ class LeaseStore:
             return None
         return now - seen[1]
 
+    async def held_by_another(self, name: str) -> bool:
+        """Whether a live holder other than this process holds lease `name` (one GET). A
+        holder is live until this server has seen its lease unchanged for a TTL, or its pid
+        is gone on this host: a periodic caller finds a dead one within one TTL."""
+        current = await self._read(name)
+        if current is None or current[0].get("state") != "held":
+            return False
+        body, etag = current
+        if body.get("host") == self._host and body.get("pid") == self._pid:
+            return False  # this process: its own locks say whether it holds it
+        return not self._holder_is_dead(name, body, etag)
+
     async def _wait_in_line(self, name: str, body: dict[str, Any], etag: str) -> None:
         """Write this server into a held lease as its waiter, if the slot is free."""
         if body.get("waiter") is not None:
@@ -193,6 +235,7 @@ class LeaseStore:
     async def try_acquire(self, name: str) -> Lease | None:
         """One attempt: the lease if it was free (or its holder dead), else None."""
         token = uuid.uuid4().hex
+        sent = _holder_clock()
         current = await self._read(name)
         waiter: str | None = None
         epoch = 1
@@ -218,7 +261,7 @@ class LeaseStore:
         if etag is None:
             return None
         self._seen.pop(name, None)
-        lease = Lease(name, token, etag, epoch=epoch, waiter=waiter)
+        lease = Lease(name, token, etag, epoch=epoch, waiter=waiter, written_at=sent)
         lease.renewer = asyncio.create_task(self._renew(lease), name=f"lease-{name}")
         return lease
 
@@ -252,6 +295,10 @@ class LeaseStore:
     async def _rewrite(self, lease: Lease, state: str) -> bool:
         """Write our lease again (renewed, or free and handed to its waiter); False when it
         is no longer ours."""
+        async with lease.rewriting:
+            return await self._rewrite_now(lease, state)
+
+    async def _rewrite_now(self, lease: Lease, state: str) -> bool:
         renewals = lease.renewals + 1
         etag_seen = lease.etag
         for _ in range(3):
@@ -259,9 +306,10 @@ class LeaseStore:
             body = self._body(lease.token, state, renewals, epoch=lease.epoch,
                               waiter=waiter if state == "held" else None,
                               handed_to=None if state == "held" else waiter)
+            sent = _holder_clock()
             etag = await self._put(lease.name, body, etag=etag_seen)
             if etag is not None:
-                lease.etag, lease.renewals = etag, renewals
+                lease.etag, lease.renewals, lease.written_at = etag, renewals, sent
                 return True
             # A waiter wrote itself in, or a write of ours landed unanswered (a cancelled
             # renewal): still ours?
@@ -274,15 +322,51 @@ class LeaseStore:
     async def _renew(self, lease: Lease) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)
+            if lease.lost:
+                return
             try:
                 if not await self._rewrite(lease, "held"):
-                    lease.lost = True
-                    log.error("lease_lost", lease=lease.name,
-                              detail="another server took the lease over: this server did "
-                              "not renew it within the TTL")
+                    self._lost(lease)
                     return
             except Exception as error:  # a network blip: the next renewal tries again
                 log.warning("lease_renewal_failed", lease=lease.name, error=str(error)[:200])
+
+    def _lost(self, lease: Lease) -> None:
+        if not lease.lost:
+            lease.lost = True
+            log.error("lease_lost", lease=lease.name, epoch=lease.epoch,
+                      detail="another server took the lease over: this server did not renew "
+                      "it within the TTL; its writes under this lease are refused")
+
+    async def confirm(self, lease: Lease) -> None:
+        """Make sure `lease` is still ours for at least `fence_margin` seconds (a write is
+        about to be sent under it).
+
+        Raises:
+            LeaseLost: another server holds it now, or the bucket did not answer while the
+                lease was too old to be sure (the write is refused either way).
+        """
+        if not lease.lost and _holder_clock() - lease.written_at < self.ttl - self.fence_margin:
+            return  # the common case: no request
+        if not lease.lost:
+            try:
+                renewed = await self._rewrite(lease, "held")
+            except Exception as error:
+                log.warning("lease_renewal_failed", lease=lease.name, error=str(error)[:200])
+                raise self._refused(lease, "its renewal did not reach the bucket") from None
+            if renewed and _holder_clock() - lease.written_at < self.ttl - self.fence_margin:
+                return
+            if not renewed:
+                self._lost(lease)
+        raise self._refused(lease, "another server holds it now")
+
+    @staticmethod
+    def _refused(lease: Lease, why: str) -> LeaseLost:
+        log.error("write_fenced", lease=lease.name, epoch=lease.epoch, reason=why,
+                  detail="a write under a lease this server may no longer hold was refused; "
+                  "what it was building stays pending for the lease's holder")
+        return LeaseLost(f"the write lease {lease.name!r} is no longer this server's ({why}); "
+                         "retry later")
 
     async def release(self, lease: Lease) -> None:
         if lease.renewer is not None:
@@ -302,6 +386,34 @@ class LeaseStore:
     async def held(self, name: str, *, max_wait: float) -> AsyncIterator[Lease]:
         lease = await self.acquire(name, max_wait=max_wait)
         try:
-            yield lease
+            with fenced(self, lease):
+                yield lease
         finally:
             await asyncio.shield(self.release(lease))
+
+
+# The leases the current task holds (and tasks it started inside the holding block inherit):
+# every table write checks them first (`check_fences`, called by the repository).
+_held_leases: ContextVar[tuple[tuple[LeaseStore, Lease], ...]] = ContextVar(
+    "engram_held_leases", default=())
+
+
+@contextmanager
+def fenced(leases: LeaseStore, lease: Lease) -> Iterator[None]:
+    """Within the block, every table write first checks that `lease` is still ours."""
+    token = _held_leases.set((*_held_leases.get(), (leases, lease)))
+    try:
+        yield
+    finally:
+        _held_leases.reset(token)
+
+
+async def check_fences() -> None:
+    """Refuse a write if a lease it is made under is no longer this server's.
+
+    Raises:
+        LeaseLost: see `LeaseStore.confirm`. Free of requests while the leases are fresh,
+            and a no-op without leases (lock files: one host, no pause can cost a lock).
+    """
+    for leases, lease in _held_leases.get():
+        await leases.confirm(lease)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import structlog
 
 from app.config import Settings
-from app.storage.leases import LeaseStore
+from app.storage.leases import LeaseStore, check_fences
 from app.storage.migrations import migrate
 from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
 from app.storage.object_store import location_for
@@ -320,7 +320,13 @@ class Repository:
         }
 
     async def _write(self, table: str, write: Write) -> Any:
-        """Commit `write` with the other pending writes of `table` (writer.py); its result."""
+        """Commit `write` with the other pending writes of `table` (writer.py); its result.
+
+        Raises:
+            LeaseLost: the write is made under a namespace lease this server no longer holds
+                (leases.py, fencing); nothing is committed.
+        """
+        await check_fences()
         return await self.writers[table].write(write)
 
     async def _select(
@@ -392,10 +398,15 @@ class Repository:
             where = f"concat(key, '\x1f', content_hash) IN ({', '.join(pairs)})"
             await self._write("messages", Update({"state": "done"}, where, rows=len(messages)))
 
-    async def pending_sessions(self) -> list[tuple[str, str]]:
-        """(namespace, session) pairs whose raw log holds messages not yet built into memories."""
+    async def pending_sessions(self, *, received_before: datetime | None = None
+                               ) -> list[tuple[str, str]]:
+        """(namespace, session) pairs whose raw log holds messages not yet built into memories
+        (only messages first received before `received_before`, if given)."""
+        where = "state = 'pending'"
+        if received_before is not None:
+            where += f" AND received_at < {sql_time(received_before)}"
         rows = await (
-            self._tables["messages"].query().where("state = 'pending'")
+            self._tables["messages"].query().where(where)
             .select(["namespace", "session_id"]).to_arrow()
         )
         return sorted(set(zip(rows.column("namespace").to_pylist(),
@@ -786,10 +797,15 @@ class Repository:
         rows = await self._select("jobs", JobRecord, f"id = {sql_str(job_id)}", limit=1)
         return rows[0] if rows else None
 
-    async def queued_job_sessions(self) -> list[tuple[str, str]]:
-        """(namespace, session) pairs with a background store job not marked done."""
+    async def queued_job_sessions(self, *, updated_before: datetime | None = None
+                                  ) -> list[tuple[str, str]]:
+        """(namespace, session) pairs with a background store job not marked done (only jobs
+        last updated before `updated_before`, if given)."""
+        where = "state = 'queued'"
+        if updated_before is not None:
+            where += f" AND updated_at < {sql_time(updated_before)}"
         rows = await (
-            self._tables["jobs"].query().where("state = 'queued'")
+            self._tables["jobs"].query().where(where)
             .select(["namespace", "session_id"]).to_arrow()
         )
         return sorted(set(zip(rows.column("namespace").to_pylist(),

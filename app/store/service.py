@@ -280,6 +280,10 @@ class StoreService:
     def queued_sessions(self) -> int:
         return len(self._queued)
 
+    def has_queued(self, namespace: str, session_id: str) -> bool:
+        """Whether a build of the session is queued here (or deferred, queued again soon)."""
+        return (namespace, session_id) in self._queued | self._deferred
+
     def enqueue(self, namespace: str, session_id: str) -> None:
         key = (namespace, session_id)
         if key not in self._queued:

@@ -13,9 +13,9 @@ from typing import Any
 import obstore
 import pytest
 
-from app.errors import LockTimeout
+from app.errors import LeaseLost, LockTimeout
 from app.locks import NamespaceLocks
-from app.storage.leases import LeaseStore
+from app.storage.leases import LeaseStore, check_fences
 from app.storage.object_store import ObjectStoreLocation
 from tests.s3.moto_server import MotoS3
 
@@ -168,3 +168,39 @@ async def test_a_waiting_server_gets_the_lease_next_while_the_holder_has_more_wo
     # The holder's current turn, and one more if it released before the waiter's
     # registration landed (its If-Match then failed and it registers on the next turn).
     assert max(turns_while_waiting) <= 2, turns_while_waiting
+
+
+async def test_a_write_under_a_lease_taken_over_during_a_pause_is_refused(store: Any) -> None:
+    """Fencing: a holder that froze (here: its renewals stop and its clock runs on) past the
+    TTL while another server took the lease must not write when it wakes. A frozen holder
+    whose lease nobody took renews it at its next write and carries on."""
+    frozen, other = LeaseStore(store, ttl=1.0), LeaseStore(store, ttl=1.0)
+    async with frozen.held("paused", max_wait=5) as lease:
+        await check_fences()  # fresh: passes without a request
+        assert lease.renewer is not None
+        lease.renewer.cancel()  # frozen: no renewal from here on
+        await asyncio.sleep(1.2)  # older than ttl - margin, nobody waiting
+        renewals = lease.renewals
+        await check_fences()  # still ours: renewed on the spot
+        assert lease.renewals == renewals + 1 and not lease.lost
+        taken = await other.acquire("paused", max_wait=10)  # waits out the TTL
+        with pytest.raises(LeaseLost, match="'paused' is no longer this server's"):
+            await check_fences()
+        assert lease.lost
+        with pytest.raises(LeaseLost):  # a task started inside the block is fenced too
+            await asyncio.create_task(check_fences())
+    body = await read_lease(store, "paused")
+    assert (body["state"], body["owner"], body["epoch"]) == ("held", taken.token, 2)
+    await other.release(taken)
+
+
+async def test_writes_outside_any_lease_are_not_fenced(store: Any, tmp_path: Any) -> None:
+    """Lock files (one host) and writes made without a namespace lock have nothing to
+    check; a nested lock's lease is checked with the outer one."""
+    await check_fences()
+    files = NamespaceLocks(tmp_path / "locks", timeout=5)
+    async with files.hold("local"), files.hold_log("local"):
+        await check_fences()
+    leased = NamespaceLocks(tmp_path / "a", timeout=5, leases=LeaseStore(store, ttl=30))
+    async with leased.hold("nested"), leased.hold_log("nested"):
+        await asyncio.gather(check_fences(), check_fences())  # tasks inherit the fence
