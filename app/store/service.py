@@ -174,7 +174,10 @@ class StoreService:
         """
         ns, sid = request.namespace, request.session_id
         async with self._locks.hold_log(ns):
-            stored = {m.msg_id: m for m in await self._repo.session_messages(ns, sid)}
+            # Counting needs only ids, hashes and states; a waiting store's build reads the
+            # stored messages' content too, so it gets the whole rows.
+            stored = {m.msg_id: m for m in await self._repo.session_messages(
+                ns, sid, with_content=request.wait)}
             has_pending = any(m.state == "pending" for m in stored.values())
             result = StoreResult(namespace=ns, session_id=sid, status=StoreStatus.stored,
                                  total=len(incoming), new=0, updated=0, skipped=0)
@@ -191,8 +194,10 @@ class StoreService:
             if not records:
                 result.status = StoreStatus.unchanged
                 return result, has_pending, None
+            fresh = [r for r in records if r.msg_id not in stored]
+            rewritten = [r for r in records if r.msg_id in stored]
             if request.wait:
-                await self._repo.upsert_messages(records)
+                await self._repo.store_messages(fresh, rewritten)
                 raw_log = {**stored, **{r.msg_id: r for r in records}}
                 return result, True, sorted(raw_log.values(), key=lambda m: m.seq)
             now = datetime.now(UTC)
@@ -202,11 +207,12 @@ class StoreService:
                 record.job_id = job.id
             result.status = StoreStatus.queued
             result.job_id = job.id
-            # Two tables, two commits at once (each shared with other clients' writes).
-            # Either alone after a crash is harmless: pending messages are built at start-up,
-            # a queued job without them is finished by that build.
-            await asyncio.gather(self._repo.upsert_messages(records),
-                                 self._repo.upsert_job(self._job_with_result(job, result)))
+            # One commit round: two tables, two commits at once (each shared with other
+            # clients' writes; new rows and the new job are appended, not merged). Either
+            # alone after a crash is harmless: pending messages are built at start-up, a
+            # queued job without them is finished by that build.
+            await asyncio.gather(self._repo.store_messages(fresh, rewritten),
+                                 self._repo.add_job(self._job_with_result(job, result)))
             return result, True, None
 
     def _raw_log_rows(
