@@ -823,6 +823,9 @@ class Repository:
         rows = await self._select("jobs", JobRecord, f"id = {sql_str(job_id)}", limit=1)
         return rows[0] if rows else None
 
+    async def get_jobs(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        return await self._select("jobs", JobRecord, sql_in("id", job_ids)) if job_ids else []
+
     async def queued_job_sessions(self) -> list[tuple[str, str]]:
         """(namespace, session) pairs with a background store job not marked done."""
         rows = await (

@@ -28,7 +28,7 @@ from app.locks import NamespaceLocks
 from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
-from app.store.builder import BuildOutcome, MemoryBuilder
+from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder
 from app.store.schemas import (
     JobPublic,
     JobState,
@@ -147,16 +147,22 @@ class StoreService:
                 self.enqueue(ns, sid)
         else:
             async with self._locks.hold(ns):
-                result, has_pending, raw_log = await self._write_raw_log(request, incoming)
+                # What the build reads besides the raw log (memories, ledger, queued jobs) is
+                # read while the raw log is written: this lock keeps their writers out.
+                (result, has_pending, raw_log), derived, jobs = await asyncio.gather(
+                    self._write_raw_log(request, incoming),
+                    self._builder.read_derived(ns, sid),
+                    self._repo.unfinished_jobs(ns, sid))
                 if result.status == StoreStatus.stored:
-                    outcome = await self._build(ns, sid, raw_log=raw_log)
+                    outcome = await self._build(ns, sid, raw_log=raw_log, derived=derived,
+                                                queued_jobs=jobs)
                     result.memories_created = outcome.created
                     result.memories_updated = outcome.updated
                     result.firewalled = outcome.firewalled
                 elif result.status == StoreStatus.unchanged and has_pending:
                     # Sent before with wait=false (or cut off by a crash) and not built yet:
                     # a waiting caller gets its memories built now.
-                    await self._build(ns, sid)
+                    await self._build(ns, sid, derived=derived, queued_jobs=jobs)
         log.info("store", namespace=ns, session_id=sid, status=result.status, new=result.new,
                  updated=result.updated, skipped=result.skipped)
         return result
@@ -245,15 +251,23 @@ class StoreService:
         return rows
 
     async def _build(self, namespace: str, session_id: str, *,
-                     raw_log: list[MessageRecord] | None = None) -> BuildOutcome:
-        """Build the session's pending messages into memories; finish their jobs."""
-        outcome = await self._builder.build_session(namespace, session_id, raw_log=raw_log)
-        jobs = {j.id: j for j in await self._repo.unfinished_jobs(namespace, session_id)}
-        for job_id in outcome.job_ids:
-            if job_id not in jobs:
-                found = await self._repo.get_job(job_id)
-                if found is not None and found.state == JobState.queued:
-                    jobs[job_id] = found
+                     raw_log: list[MessageRecord] | None = None,
+                     derived: DerivedState | None = None,
+                     queued_jobs: list[JobRecord] | None = None) -> BuildOutcome:
+        """Build the session's pending messages into memories; finish their jobs.
+
+        `queued_jobs`: the session's queued jobs, read before `raw_log` was (None: read
+        after the build); a job queued in between is read by its id below.
+        """
+        outcome = await self._builder.build_session(namespace, session_id, raw_log=raw_log,
+                                                    derived=derived)
+        if queued_jobs is None:
+            queued_jobs = await self._repo.unfinished_jobs(namespace, session_id)
+        jobs = {j.id: j for j in queued_jobs}
+        unknown = sorted(outcome.job_ids - jobs.keys())
+        if unknown:
+            jobs.update((j.id, j) for j in await self._repo.get_jobs(unknown)
+                        if j.state == JobState.queued)
         if any(job_id not in outcome.job_ids for job_id in jobs):
             # A job whose messages reached the raw log after this build read it is not
             # finished: its messages are still pending and the build queued by its store
@@ -272,7 +286,7 @@ class StoreService:
             if result.get("status") == StoreStatus.queued:
                 result["status"] = StoreStatus.stored
             job.state, job.updated_at, job.result = JobState.done, now, json.dumps(result)
-            await self._repo.upsert_job(job)
+        await self._repo.upsert_jobs(list(jobs.values()))  # one commit for all of them
         return outcome
 
     @staticmethod

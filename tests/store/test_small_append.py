@@ -103,3 +103,28 @@ class TestCheapAcknowledgement:
         assert [r.msg_id for r in rows] == ["t1", "t2", "t3"]  # each once, t2 in its place
         assert rows[1].content == "我下周三去杭州出差。"
         assert {r.state for r in rows} == {"done"}
+
+
+class TestWaitingSmallAppend:
+    async def test_build_reads_run_with_the_raw_log_write_and_nothing_is_read_after(
+        self, client: Any
+    ) -> None:
+        repo = client.app.state.engram.repo
+        await seed_session(client)
+        with recording(repo) as calls:
+            response = await client.post("/v1/store", json={
+                "namespace": "alice", "session_id": "s1", "messages": NEW_TURNS})
+        assert response.status_code == 200, response.text
+        assert response.json()["new"] == 2 and response.json()["memories_updated"]
+        # The session's memories, ledger and queued jobs are read while its raw log is
+        # written (the namespace lock is held: nobody else writes them), not after.
+        appended = calls.index(("messages", "add"))
+        for read in (("memories", "query"), ("sessions", "query"), ("jobs", "query")):
+            assert read in calls[:appended], calls
+        # The last step is the raw log marked done (with the ledger): no read of the jobs
+        # table after the build, no job to finish.
+        done = calls.index(("messages", "update"))
+        assert all(name in ("sessions", "messages") for name, _ in calls[done:]), calls
+        assert calls.count(("jobs", "query")) == 1
+        texts = " ".join(m["text"] for m in await all_memories(client))
+        assert "dentist" in texts and "牙医" in texts
