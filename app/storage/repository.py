@@ -33,7 +33,7 @@ from app.storage.records import (
     _Record,
     session_key,
 )
-from app.storage.writer import Alone, Delete, TableWriter, Update, Upsert, Write
+from app.storage.writer import Alone, Append, Delete, TableWriter, Update, Upsert, Write
 
 log = structlog.get_logger(__name__)
 
@@ -182,8 +182,12 @@ _VECTOR_REFINE = 4
 class Repository:
     def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int,
                  cache_rows: int = 50_000, cache_namespace_rows: int = 20_000,
-                 write_batch_max_rows: int = 20_000) -> None:
+                 write_batch_max_rows: int = 20_000, reads_see_every_write: bool = True) -> None:
         self._db = db
+        # Every read sees every process's latest commit (read_consistency_seconds = 0): a key
+        # read as absent under the lock ordering its writers is absent, so its row may be
+        # appended instead of merged (`store_messages`).
+        self._reads_see_every_write = reads_see_every_write
         self._tables = tables
         self.embedding_dim = embedding_dim
         self._schemas: dict[str, pa.Schema] = {}
@@ -242,7 +246,8 @@ class Repository:
         repo = cls(db, tables, embedding_dim=embedding_dim,
                    cache_rows=settings.namespace_cache_max_rows,
                    cache_namespace_rows=settings.namespace_cache_max_namespace_rows,
-                   write_batch_max_rows=settings.write_batch_max_rows)
+                   write_batch_max_rows=settings.write_batch_max_rows,
+                   reads_see_every_write=settings.read_consistency_seconds == 0)
         repo.leases = leases
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
@@ -378,14 +383,39 @@ class Repository:
 
     # --- messages (raw log) ------------------------------------------------------------
 
-    async def session_messages(self, namespace: str, session_id: str) -> list[MessageRecord]:
-        """Every stored message of a session, in order."""
+    async def session_messages(self, namespace: str, session_id: str, *,
+                               with_content: bool = True) -> list[MessageRecord]:
+        """Every stored message of a session, in order.
+
+        `with_content=False` reads only what tells a message's identity and state (msg_id,
+        seq, content hash, state, pinned, received_at, job): role, content, time, tags and
+        the rest keep their defaults. About a quarter of the full read's time: what a
+        `wait=false` store needs to count new, changed and unchanged messages.
+        """
         where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
-        rows = await self._select("messages", MessageRecord, where)
+        columns = None if with_content else [
+            "key", "namespace", "session_id", "msg_id", "seq", "content_hash", "state",
+            "pinned", "received_at", "job_id"]
+        rows = await self._select("messages", MessageRecord, where, columns=columns)
         return sorted(rows, key=lambda m: m.seq)
 
     async def upsert_messages(self, messages: Sequence[MessageRecord]) -> None:
         await self._upsert("messages", "key", messages)
+
+    async def store_messages(self, new: Sequence[MessageRecord],
+                             changed: Sequence[MessageRecord]) -> None:
+        """Write a store's raw-log rows in one commit: `new` ones are not stored yet (the
+        caller read the session under its raw-log lock, which every writer of raw-log rows
+        holds), `changed` ones replace stored rows.
+
+        Only new rows: appended, no merge (the small-append case). Any changed row: all in
+        one merge, as is every write when reads may lag behind other processes' commits
+        (then absent-when-read does not prove absent-when-written).
+        """
+        if changed or not self._reads_see_every_write:
+            await self.upsert_messages([*new, *changed])
+        elif new:
+            await self._write("messages", Append(self._arrow("messages", new)))
 
     async def mark_messages_done(self, messages: Sequence[MessageRecord]) -> None:
         """Mark these messages built, each only if its stored content is still the one built.
@@ -793,9 +823,19 @@ class Repository:
     async def upsert_job(self, job: JobRecord) -> None:
         await self._upsert("jobs", "id", [job])
 
+    async def add_job(self, job: JobRecord) -> None:
+        """Write a new job (its id is fresh: appended, no merge on the key)."""
+        await self._write("jobs", Append(self._arrow("jobs", [job])))
+
+    async def upsert_jobs(self, jobs: Sequence[JobRecord]) -> None:
+        await self._upsert("jobs", "id", jobs)
+
     async def get_job(self, job_id: str) -> JobRecord | None:
         rows = await self._select("jobs", JobRecord, f"id = {sql_str(job_id)}", limit=1)
         return rows[0] if rows else None
+
+    async def get_jobs(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        return await self._select("jobs", JobRecord, sql_in("id", job_ids)) if job_ids else []
 
     async def queued_job_sessions(self, *, updated_before: datetime | None = None
                                   ) -> list[tuple[str, str]]:

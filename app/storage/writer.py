@@ -10,7 +10,8 @@ commit. The first write of an idle table goes out at once; the number of commits
 grows with the time writes take, not with the number of clients.
 
 Writes of one kind combine: upserts (and insert-if-absent) on the same key become one
-`merge_insert` of the concatenated rows, deletes one delete of the OR of their filters,
+`merge_insert` of the concatenated rows, appends of rows whose keys are known to be absent
+one `add`, deletes one delete of the OR of their filters,
 column updates with the same values one update of the OR of their filters. Anything else
 (a partial-column merge, an index operation) runs alone, but still in the table's queue, so
 this process never makes two commits on one table at the same time.
@@ -60,6 +61,15 @@ class Upsert:
 
 
 @dataclass
+class Append:
+    """Rows whose keys the caller knows are absent (read under the lock that orders every
+    writer of those keys), added without a merge: a `merge_insert` joins its rows against
+    the table (~15 ms for 2 rows here), an `add` only writes a fragment (~4 ms)."""
+
+    rows: pa.Table
+
+
+@dataclass
 class Delete:
     where: str
     change: Any = None
@@ -83,7 +93,7 @@ class Alone:
     change: Any = None
 
 
-Write = Upsert | Delete | Update | Alone
+Write = Upsert | Append | Delete | Update | Alone
 
 
 @dataclass
@@ -224,6 +234,9 @@ class TableWriter:
                     else None)
             merge = merge.when_not_matched_insert_all()
             return lambda: merge.execute(rows)
+        if isinstance(first, Append):
+            added = pa.concat_tables([w.rows for w in writes if isinstance(w, Append)])
+            return lambda: table.add(added)
         if isinstance(first, Delete):
             where = _any_of([w.where for w in writes if isinstance(w, Delete)])
             return lambda: table.delete(where)
@@ -241,6 +254,8 @@ def _kind(write: Write) -> tuple[Any, ...] | None:
     """Writes with the same kind combine into one commit; None: never combined."""
     if isinstance(write, Upsert):
         return ("upsert", write.key, write.insert_only, write.same_namespace, write.rows.schema)
+    if isinstance(write, Append):
+        return ("append", write.rows.schema)
     if isinstance(write, Delete):
         return ("delete",)
     if isinstance(write, Update):
@@ -255,7 +270,7 @@ def _keys(write: Write) -> list[Any]:
 
 
 def _rows(write: Write) -> int:
-    if isinstance(write, Upsert):
+    if isinstance(write, Upsert | Append):
         return int(write.rows.num_rows)
     if isinstance(write, Update | Alone):
         return write.rows

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import structlog
 
@@ -48,6 +49,8 @@ from app.store.firewall import (
 
 log = structlog.get_logger(__name__)
 
+_T = TypeVar("_T")
+
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 # The most memory texts the firewall's one search per build reads (each message that could be
 # a quote adds its own share, 5 + 2 per line, at most 50): bounds a large import's search.
@@ -64,6 +67,16 @@ class BuildOutcome:
     firewalled: list[str] = field(default_factory=list)  # Engram's own text (firewall.py)
 
 
+@dataclass(frozen=True)
+class DerivedState:
+    """What a session's memories are now: its memories and its ledger row, read at once
+    (`MemoryBuilder.read_derived`) by a holder of the namespace write lock, which keeps
+    every other writer of them out until it releases the lock."""
+
+    memories: list[MemoryRecord]
+    ledger: SessionRecord | None
+
+
 def language_of(text: str) -> str:
     return "zh" if _CJK.search(text) else "en"
 
@@ -78,9 +91,18 @@ class MemoryBuilder:
         self._pool = pool
         self._settings = settings
 
+    async def read_derived(self, namespace: str, session_id: str) -> DerivedState:
+        """The session's memories and ledger, two queries at once (each a LanceDB query and
+        a version check). A store reads them while it writes the raw log: one round less."""
+        memories, ledger = await asyncio.gather(
+            self._repo.session_memories(namespace, session_id),
+            self._repo.get_session(namespace, session_id))
+        return DerivedState(memories, ledger)
+
     async def build_session(self, namespace: str, session_id: str, *,
                             without: frozenset[str] = frozenset(),
-                            raw_log: Sequence[MessageRecord] | None = None) -> BuildOutcome:
+                            raw_log: Sequence[MessageRecord] | None = None,
+                            derived: DerivedState | None = None) -> BuildOutcome:
         """Bring the session's memories in line with its raw log. Caller holds the lock.
 
         Args:
@@ -90,13 +112,15 @@ class MemoryBuilder:
             raw_log: the session's raw log as the caller just wrote it under the raw-log
                 lock (a store saves reading it back); None: read here. Messages stored
                 after it are pending and built by the build their store queued.
+            derived: the session's memories and ledger as read under the lock the caller
+                still holds (`read_derived`); None: read here.
         """
         # Independent reads at once: each is a LanceDB query (and a version check).
-        stored_messages, memories, previous = await asyncio.gather(
+        stored_messages, state = await asyncio.gather(
             self._repo.session_messages(namespace, session_id) if raw_log is None
             else _ready(list(raw_log)),
-            self._repo.session_memories(namespace, session_id),
-            self._repo.get_session(namespace, session_id))
+            self.read_derived(namespace, session_id) if derived is None else _ready(derived))
+        memories, previous = list(state.memories), state.ledger
         messages = [m for m in stored_messages if m.msg_id not in without]
         by_id = {m.msg_id: m for m in messages}
         pending = [m for m in messages if m.state == "pending"]
@@ -158,9 +182,12 @@ class MemoryBuilder:
         rewritten = {r.id for r in records}
         await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
                                              for m in pins if m.id not in rewritten])
-        await self._repo.append_events(events)
-        await mark_superseded(self._repo, records, now=now,
-                              threshold=self._settings.model_profile.supersede_cosine)
+        # The superseded search reads the memories just written; its events and the build's
+        # go to the events table together (one commit when they meet in its writer's queue).
+        await asyncio.gather(
+            self._repo.append_events(events),
+            mark_superseded(self._repo, records, now=now,
+                            threshold=self._settings.model_profile.supersede_cosine))
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted, namespace=namespace)
             await self._repo.delete_events(outcome.deleted)
@@ -457,7 +484,7 @@ def _without_contained(chunks: list[Chunk], *, settled: Sequence[set[str]]) -> l
     return kept
 
 
-async def _ready(value: list[MessageRecord]) -> list[MessageRecord]:
+async def _ready(value: _T) -> _T:
     return value
 
 

@@ -28,7 +28,7 @@ from app.locks import NamespaceLocks
 from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
-from app.store.builder import BuildOutcome, MemoryBuilder
+from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder
 from app.store.schemas import (
     JobPublic,
     JobState,
@@ -147,16 +147,22 @@ class StoreService:
                 self.enqueue(ns, sid)
         else:
             async with self._locks.hold(ns):
-                result, has_pending, raw_log = await self._write_raw_log(request, incoming)
+                # What the build reads besides the raw log (memories, ledger, queued jobs) is
+                # read while the raw log is written: this lock keeps their writers out.
+                (result, has_pending, raw_log), derived, jobs = await asyncio.gather(
+                    self._write_raw_log(request, incoming),
+                    self._builder.read_derived(ns, sid),
+                    self._repo.unfinished_jobs(ns, sid))
                 if result.status == StoreStatus.stored:
-                    outcome = await self._build(ns, sid, raw_log=raw_log)
+                    outcome = await self._build(ns, sid, raw_log=raw_log, derived=derived,
+                                                queued_jobs=jobs)
                     result.memories_created = outcome.created
                     result.memories_updated = outcome.updated
                     result.firewalled = outcome.firewalled
                 elif result.status == StoreStatus.unchanged and has_pending:
                     # Sent before with wait=false (or cut off by a crash) and not built yet:
                     # a waiting caller gets its memories built now.
-                    await self._build(ns, sid)
+                    await self._build(ns, sid, derived=derived, queued_jobs=jobs)
         log.info("store", namespace=ns, session_id=sid, status=result.status, new=result.new,
                  updated=result.updated, skipped=result.skipped)
         return result
@@ -174,7 +180,10 @@ class StoreService:
         """
         ns, sid = request.namespace, request.session_id
         async with self._locks.hold_log(ns):
-            stored = {m.msg_id: m for m in await self._repo.session_messages(ns, sid)}
+            # Counting needs only ids, hashes and states; a waiting store's build reads the
+            # stored messages' content too, so it gets the whole rows.
+            stored = {m.msg_id: m for m in await self._repo.session_messages(
+                ns, sid, with_content=request.wait)}
             has_pending = any(m.state == "pending" for m in stored.values())
             result = StoreResult(namespace=ns, session_id=sid, status=StoreStatus.stored,
                                  total=len(incoming), new=0, updated=0, skipped=0)
@@ -191,8 +200,10 @@ class StoreService:
             if not records:
                 result.status = StoreStatus.unchanged
                 return result, has_pending, None
+            fresh = [r for r in records if r.msg_id not in stored]
+            rewritten = [r for r in records if r.msg_id in stored]
             if request.wait:
-                await self._repo.upsert_messages(records)
+                await self._repo.store_messages(fresh, rewritten)
                 raw_log = {**stored, **{r.msg_id: r for r in records}}
                 return result, True, sorted(raw_log.values(), key=lambda m: m.seq)
             now = datetime.now(UTC)
@@ -202,11 +213,12 @@ class StoreService:
                 record.job_id = job.id
             result.status = StoreStatus.queued
             result.job_id = job.id
-            # Two tables, two commits at once (each shared with other clients' writes).
-            # Either alone after a crash is harmless: pending messages are built at start-up,
-            # a queued job without them is finished by that build.
-            await asyncio.gather(self._repo.upsert_messages(records),
-                                 self._repo.upsert_job(self._job_with_result(job, result)))
+            # One commit round: two tables, two commits at once (each shared with other
+            # clients' writes; new rows and the new job are appended, not merged). Either
+            # alone after a crash is harmless: pending messages are built at start-up, a
+            # queued job without them is finished by that build.
+            await asyncio.gather(self._repo.store_messages(fresh, rewritten),
+                                 self._repo.add_job(self._job_with_result(job, result)))
             return result, True, None
 
     def _raw_log_rows(
@@ -239,15 +251,23 @@ class StoreService:
         return rows
 
     async def _build(self, namespace: str, session_id: str, *,
-                     raw_log: list[MessageRecord] | None = None) -> BuildOutcome:
-        """Build the session's pending messages into memories; finish their jobs."""
-        outcome = await self._builder.build_session(namespace, session_id, raw_log=raw_log)
-        jobs = {j.id: j for j in await self._repo.unfinished_jobs(namespace, session_id)}
-        for job_id in outcome.job_ids:
-            if job_id not in jobs:
-                found = await self._repo.get_job(job_id)
-                if found is not None and found.state == JobState.queued:
-                    jobs[job_id] = found
+                     raw_log: list[MessageRecord] | None = None,
+                     derived: DerivedState | None = None,
+                     queued_jobs: list[JobRecord] | None = None) -> BuildOutcome:
+        """Build the session's pending messages into memories; finish their jobs.
+
+        `queued_jobs`: the session's queued jobs, read before `raw_log` was (None: read
+        after the build); a job queued in between is read by its id below.
+        """
+        outcome = await self._builder.build_session(namespace, session_id, raw_log=raw_log,
+                                                    derived=derived)
+        if queued_jobs is None:
+            queued_jobs = await self._repo.unfinished_jobs(namespace, session_id)
+        jobs = {j.id: j for j in queued_jobs}
+        unknown = sorted(outcome.job_ids - jobs.keys())
+        if unknown:
+            jobs.update((j.id, j) for j in await self._repo.get_jobs(unknown)
+                        if j.state == JobState.queued)
         if any(job_id not in outcome.job_ids for job_id in jobs):
             # A job whose messages reached the raw log after this build read it is not
             # finished: its messages are still pending and the build queued by its store
@@ -266,7 +286,7 @@ class StoreService:
             if result.get("status") == StoreStatus.queued:
                 result["status"] = StoreStatus.stored
             job.state, job.updated_at, job.result = JobState.done, now, json.dumps(result)
-            await self._repo.upsert_job(job)
+        await self._repo.upsert_jobs(list(jobs.values()))  # one commit for all of them
         return outcome
 
     @staticmethod

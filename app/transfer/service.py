@@ -133,7 +133,10 @@ class TransferService:
                 vectors = await self._pool.embed_many([m.text for m in stale])
                 for memory, vector in zip(stale, vectors, strict=True):
                     memory.vector, memory.embedding_model = vector.tolist(), self._pool.name
-            await self._repo.upsert_messages(plan.messages)
+            # The raw-log lock too: a wait=false store holds only that one, and appends the
+            # rows it read as absent (Repository.store_messages).
+            async with self._locks.hold_log(namespace):
+                await self._repo.upsert_messages(plan.messages)
             await self._repo.upsert_memories(memories)
             await self._repo.append_events(plan.events)
             await self._repo.upsert_sessions(plan.sessions)
