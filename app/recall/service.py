@@ -59,7 +59,7 @@ import numpy as np
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.recall.hits import HitRecorder
-from app.recall.newer import RECALL_WINDOW, newer_first
+from app.recall.newer import RECALL_WINDOW, Rarity, newer_first
 from app.recall.references import ParsedQuery, ReferenceScope, parse_query, split_questions
 from app.recall.schemas import (
     BlockLanguage,
@@ -186,11 +186,15 @@ class RecallService:
         # only adds what fits after it (`_pack`).
         floor = max(min_score, default_min_score)
         passing = [c for c in ranked if c.relevance >= floor]
+        # Terms weighed by their rarity among all the candidates (the namespace's memories
+        # at hand), once for both tiers.
+        rarity = Rarity([c.memory.text for c in candidates])
         first, taken = await self._newer_first(
-            passing, [c for c in candidates if c.relevance < floor], matcher)
+            passing, [c for c in candidates if c.relevance < floor], matcher, rarity)
         kept = {c.memory.id for c in taken}
         rest, _ = await self._newer_first(
-            [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher)
+            [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher,
+            rarity)
         tiers = [first, rest]
         packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
                             matcher=matcher)
@@ -225,7 +229,7 @@ class RecallService:
         )
 
     async def _newer_first(self, ranked: list[_Candidate], below: list[_Candidate],
-                           matcher: Coverage | None
+                           matcher: Coverage | None, rarity: Rarity
                            ) -> tuple[list[_Candidate], list[_Candidate]]:
         """A later statement of a fact ahead of the older ones it restates (newer.py), also
         one from `below` (candidates under the threshold) that changes a returned fact.
@@ -248,7 +252,7 @@ class RecallService:
         shares = [(matcher.share(c.memory.text) if matcher else 1.0) * c.time * c.reference
                   for c in both]
         reordered, taken = newer_first(head, newcomers, memory, vectors, threshold=threshold,
-                                       covers=shares.__getitem__)
+                                       covers=shares.__getitem__, rarity=rarity)
         return reordered + ranked[len(head):], taken
 
     # --- search ------------------------------------------------------------------------
