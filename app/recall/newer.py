@@ -12,8 +12,8 @@ Two memories are *the same fact* when
   cosine alone cannot decide), and
 - they share a subject: a fifth or more of the newer memory's terms (`text.query_terms`:
   English words, Chinese words), each weighted by how rare it is among the namespace's
-  memories at hand (`Rarity`: IDF over a recall's candidates, or over a new memory's
-  nearest neighbours after a build), are in the older one. "我现在在一家银行当柜员" and
+  memories at hand (`Rarity`: IDF over the best candidates a recall compares, or over a
+  new memory's nearest neighbours after a build), are in the older one. "我现在在一家银行当柜员" and
   "体检改到周四了" are close for e5 (0.906) but share nothing. The weighting is what keeps
   the chunks of one long chat apart: the speakers' names open every line and words such as
   "really", "feel", 感觉 or 时间 are in most of them, so counted alike they made any two
@@ -94,6 +94,7 @@ class Rarity:
     def __init__(self, texts: Sequence[str]) -> None:
         self._lowered = [_content(t).lower() for t in texts]
         self._word_counts: Counter[str] | None = None  # English words' document counts
+        self._words: dict[str, frozenset[str]] = {}  # a lowered content's English words
         self._weights: dict[tuple[str, bool], float] = {}
         self._terms: dict[str, QueryTerms] = {}
 
@@ -109,6 +110,13 @@ class Rarity:
             self._terms[text] = terms.without(parts)
         return self._terms[text]
 
+    def words(self, lowered: str) -> frozenset[str]:
+        """The English words of a lowered content (tokenized once per text: the costly
+        step, ~1 ms for a chunk of dialogue)."""
+        if lowered not in self._words:
+            self._words[lowered] = frozenset(latin_words(lowered))
+        return self._words[lowered]
+
     def weight(self, term: str, *, cjk: bool) -> float:
         key = (term, cjk)
         if key not in self._weights:
@@ -119,7 +127,7 @@ class Rarity:
             else:
                 if self._word_counts is None:
                     self._word_counts = Counter(
-                        w for text in self._lowered for w in latin_words(text))
+                        w for text in self._lowered for w in self.words(text))
                 df = self._word_counts[term]
             n, df = len(self._lowered), max(1, df)
             self._weights[key] = math.log(1 + (n - df + 0.5) / (df + 0.5))
@@ -130,7 +138,7 @@ def subject_share(newer: str, older: str, rarity: Rarity) -> float:
     """The share of `newer`'s terms, weighted by `rarity`, that `older`'s content holds."""
     terms = rarity.terms(newer)
     content = _content(older).lower()
-    words = latin_words(content)
+    words = rarity.words(content) if terms.latin else frozenset()
     weighted = [(rarity.weight(t, cjk=False), t in words) for t in terms.latin] + \
         [(rarity.weight(t, cjk=True), t in content) for t in terms.cjk | terms.guessed]
     total = sum(w for w, _ in weighted)
@@ -196,7 +204,7 @@ def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecor
     Positions count `head` first, then `newcomers`; `memory` / `vectors` map a position to
     its record and unit vector (a position without a vector is left as it is), `covers` to
     the share of the question's terms it holds: the newer one must hold as many; `rarity`
-    weighs the terms over the recall's candidates. Returns the new head and the newcomers
+    weighs the terms over the memories compared. Returns the new head and the newcomers
     it took in.
     """
     order = list(range(len(head)))

@@ -186,15 +186,11 @@ class RecallService:
         # only adds what fits after it (`_pack`).
         floor = max(min_score, default_min_score)
         passing = [c for c in ranked if c.relevance >= floor]
-        # Terms weighed by their rarity among all the candidates (the namespace's memories
-        # at hand), once for both tiers.
-        rarity = Rarity([c.memory.text for c in candidates])
         first, taken = await self._newer_first(
-            passing, [c for c in candidates if c.relevance < floor], matcher, rarity)
+            passing, [c for c in candidates if c.relevance < floor], matcher)
         kept = {c.memory.id for c in taken}
         rest, _ = await self._newer_first(
-            [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher,
-            rarity)
+            [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher)
         tiers = [first, rest]
         packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
                             matcher=matcher)
@@ -229,7 +225,7 @@ class RecallService:
         )
 
     async def _newer_first(self, ranked: list[_Candidate], below: list[_Candidate],
-                           matcher: Coverage | None, rarity: Rarity
+                           matcher: Coverage | None
                            ) -> tuple[list[_Candidate], list[_Candidate]]:
         """A later statement of a fact ahead of the older ones it restates (newer.py), also
         one from `below` (candidates under the threshold) that changes a returned fact.
@@ -251,6 +247,10 @@ class RecallService:
         # date or session the question names (an older memory on "3 June" stays first).
         shares = [(matcher.share(c.memory.text) if matcher else 1.0) * c.time * c.reference
                   for c in both]
+        # Terms weighed by their rarity among the memories compared here, the question's
+        # best candidates (a speaker's name is in all of them); not all the candidates:
+        # tokenizing is the cost (~1 ms a chunk), and these are the texts read anyway.
+        rarity = Rarity([c.memory.text for c in both])
         reordered, taken = newer_first(head, newcomers, memory, vectors, threshold=threshold,
                                        covers=shares.__getitem__, rarity=rarity)
         return reordered + ranked[len(head):], taken
