@@ -11,8 +11,15 @@ Two memories are *the same fact* when
   (app/embedding/profiles.py; e5 puts unrelated Chinese sentences as high as 0.91, so the
   cosine alone cannot decide), and
 - they share a subject: a fifth or more of the newer memory's terms (`text.query_terms`:
-  English words, Chinese words) are in the older one. "我现在在一家银行当柜员" and
-  "体检改到周四了" are close for e5 (0.906) but share nothing.
+  English words, Chinese words), each weighted by how rare it is among the namespace's
+  memories at hand (`Rarity`: IDF over the best candidates a recall compares, or over a
+  new memory's nearest neighbours after a build), are in the older one. "我现在在一家银行当柜员" and
+  "体检改到周四了" are close for e5 (0.906) but share nothing. The weighting is what keeps
+  the chunks of one long chat apart: the speakers' names open every line and words such as
+  "really", "feel", 感觉 or 时间 are in most of them, so counted alike they made any two
+  chunks "share a subject"; weighted, they count next to nothing, and a subject many
+  memories talk about (a hobby the chat keeps coming back to) counts little too: that is a
+  topic, not one fact restated. What counts is a rare word both hold (体检, dentist, Berlin).
 
 The same test runs in two places: after a build (`mark_superseded`, which logs a
 `superseded` event on each older memory, replay-safe) and in a recall (`newer_first`, which
@@ -26,20 +33,25 @@ without the question's words ("Which city do we live in?" after "We live in Berl
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
 import numpy as np
 
-from app.recall.text import Coverage, query_terms
+from app.recall.text import QueryTerms, latin_words, query_terms
 from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import Repository, SearchFilter
 
 # Older memories looked at per new memory: the closest few by cosine are the only ones
 # that can pass `supersede_cosine`.
 _NEIGHBOURS = 5
+# After a build, the nearest memories the new one's terms are weighed among (`Rarity`): the
+# namespace's memories nearest to it, where its subject's words would recur if common.
+_RARITY_NEIGHBOURS = 30
 # How far down a recall's ranking a newer statement is looked for: the head is what the
 # budget returns; further down a reorder changes nothing a caller sees.
 RECALL_WINDOW = 10
@@ -74,14 +86,72 @@ def _content(text: str) -> str:
     return _ROLE_LABEL.sub("", text)
 
 
-def share_a_subject(newer: str, older: str) -> bool:
-    """At least `_SUBJECT_SHARE` of `newer`'s terms appear in `older`'s content."""
-    terms = query_terms(_content(newer))
-    return bool(terms) and Coverage(terms, [_content(older)]).scores[0] >= _SUBJECT_SHARE
+class Rarity:
+    """How much each term says about a memory among `texts` (the namespace's memories at
+    hand): the IDF that `Coverage` gives a query's terms, so a term that nearly every text
+    holds (a speaker's name, "really", 感觉) weighs next to nothing."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._lowered = [_content(t).lower() for t in texts]
+        self._word_counts: Counter[str] | None = None  # English words' document counts
+        self._words: dict[str, frozenset[str]] = {}  # a lowered content's English words
+        self._weights: dict[tuple[str, bool], float] = {}
+        self._terms: dict[str, QueryTerms] = {}
+
+    def terms(self, text: str) -> QueryTerms:
+        """`text`'s terms, without the role labels (computed once per text). A Chinese
+        compound counts once, not with its parts too (自行车, not also 自行 and 行车): the
+        segmenter's search mode gives both, which would count one shared word three times."""
+        if text not in self._terms:
+            terms = query_terms(_content(text))
+            words = terms.cjk | terms.guessed
+            parts = frozenset(w for w in words if any(w != other and w in other
+                                                      for other in words))
+            self._terms[text] = terms.without(parts)
+        return self._terms[text]
+
+    def words(self, lowered: str) -> frozenset[str]:
+        """The English words of a lowered content (tokenized once per text: the costly
+        step, ~1 ms for a chunk of dialogue)."""
+        if lowered not in self._words:
+            self._words[lowered] = frozenset(latin_words(lowered))
+        return self._words[lowered]
+
+    def weight(self, term: str, *, cjk: bool) -> float:
+        key = (term, cjk)
+        if key not in self._weights:
+            # Chinese terms match as substrings, English ones as (stemmed) words, as in
+            # `Coverage`; the English counts are taken once, on the first English term.
+            if cjk:
+                df = sum(term in text for text in self._lowered)
+            else:
+                if self._word_counts is None:
+                    self._word_counts = Counter(
+                        w for text in self._lowered for w in self.words(text))
+                df = self._word_counts[term]
+            n, df = len(self._lowered), max(1, df)
+            self._weights[key] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return self._weights[key]
+
+
+def subject_share(newer: str, older: str, rarity: Rarity) -> float:
+    """The share of `newer`'s terms, weighted by `rarity`, that `older`'s content holds."""
+    terms = rarity.terms(newer)
+    content = _content(older).lower()
+    words = rarity.words(content) if terms.latin else frozenset()
+    weighted = [(rarity.weight(t, cjk=False), t in words) for t in terms.latin] + \
+        [(rarity.weight(t, cjk=True), t in content) for t in terms.cjk | terms.guessed]
+    total = sum(w for w, _ in weighted)
+    return sum(w for w, held in weighted if held) / total if total > 0 else 0.0
+
+
+def share_a_subject(newer: str, older: str, rarity: Rarity) -> bool:
+    """At least `_SUBJECT_SHARE` of `newer`'s terms (weighted by rarity) are in `older`."""
+    return subject_share(newer, older, rarity) >= _SUBJECT_SHARE
 
 
 def supersedes(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
-               threshold: float) -> bool:
+               threshold: float, rarity: Rarity) -> bool:
     """Whether `newer` restates or changes the fact `older` holds (module docstring)."""
     if newer.id == older.id or newer.namespace != older.namespace:
         return False
@@ -90,7 +160,7 @@ def supersedes(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
     new_start, old_end = _start(newer), _when(older)
     if new_start is None or old_end is None or not old_end < new_start:
         return False
-    return share_a_subject(newer.text, older.text)
+    return share_a_subject(newer.text, older.text, rarity)
 
 
 async def mark_superseded(repo: Repository, records: Sequence[MemoryRecord], *,
@@ -105,10 +175,12 @@ async def mark_superseded(repo: Repository, records: Sequence[MemoryRecord], *,
         if record.vector is None:
             continue
         hits = await repo.vector_search(record.vector, SearchFilter(namespace=record.namespace),
-                                        limit=_NEIGHBOURS + 1)
-        for hit in hits:
+                                        limit=_RARITY_NEIGHBOURS)
+        rarity = Rarity([record.text, *(h.memory.text for h in hits if h.memory.id != record.id)])
+        for hit in hits[:_NEIGHBOURS + 1]:
             older = hit.memory
-            if not supersedes(record, older, hit.cosine or 0.0, threshold=threshold):
+            if not supersedes(record, older, hit.cosine or 0.0, threshold=threshold,
+                              rarity=rarity):
                 continue
             events.append(new_event(
                 older, "superseded", f"restated or changed by a later memory {record.id}",
@@ -122,7 +194,7 @@ async def mark_superseded(repo: Repository, records: Sequence[MemoryRecord], *,
 
 def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecord],
                 vectors: dict[int, np.ndarray], *, threshold: float,
-                covers: Callable[[int], float]) -> tuple[list[T], list[T]]:
+                covers: Callable[[int], float], rarity: Rarity) -> tuple[list[T], list[T]]:
     """`head` with each newer statement moved just ahead of the first older memory it
     supersedes, and `newcomers` (memories that did not pass the threshold) that supersede a
     memory of `head` inserted likewise: the change of a fact that is returned is returned
@@ -131,8 +203,9 @@ def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecor
 
     Positions count `head` first, then `newcomers`; `memory` / `vectors` map a position to
     its record and unit vector (a position without a vector is left as it is), `covers` to
-    the share of the question's terms it holds: the newer one must hold as many. Returns the
-    new head and the newcomers it took in.
+    the share of the question's terms it holds: the newer one must hold as many; `rarity`
+    weighs the terms over the memories compared. Returns the new head and the newcomers
+    it took in.
     """
     order = list(range(len(head)))
     taken: list[int] = []
@@ -148,7 +221,7 @@ def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecor
             # place but another attribute ("我表姐住在杭州" after "我表姐是一名护士", asked
             # for her job) matches the question's words less, and stays where it is.
             if covers(j) >= covers(earlier) and supersedes(
-                    memory[j], memory[earlier], cosine, threshold=threshold):
+                    memory[j], memory[earlier], cosine, threshold=threshold, rarity=rarity):
                 if j < len(head):
                     order.remove(j)
                 else:

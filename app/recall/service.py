@@ -59,7 +59,7 @@ import numpy as np
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.recall.hits import HitRecorder
-from app.recall.newer import RECALL_WINDOW, newer_first
+from app.recall.newer import RECALL_WINDOW, Rarity, newer_first
 from app.recall.references import ParsedQuery, ReferenceScope, parse_query, split_questions
 from app.recall.schemas import (
     BlockLanguage,
@@ -247,8 +247,12 @@ class RecallService:
         # date or session the question names (an older memory on "3 June" stays first).
         shares = [(matcher.share(c.memory.text) if matcher else 1.0) * c.time * c.reference
                   for c in both]
+        # Terms weighed by their rarity among the memories compared here, the question's
+        # best candidates (a speaker's name is in all of them); not all the candidates:
+        # tokenizing is the cost (~1 ms a chunk), and these are the texts read anyway.
+        rarity = Rarity([c.memory.text for c in both])
         reordered, taken = newer_first(head, newcomers, memory, vectors, threshold=threshold,
-                                       covers=shares.__getitem__)
+                                       covers=shares.__getitem__, rarity=rarity)
         return reordered + ranked[len(head):], taken
 
     # --- search ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from app.embedding.names import E5_NAME, MINILM_NAME
 from tests.helpers import all_memories, store
 
 # (older fact, its day's other notes, the later change, a question, a word of the answer
@@ -22,6 +23,9 @@ CASES = [
     ("en", "My dentist appointment is on Tuesday at 3pm.", ["Sat through a very long meeting."],
      "The dentist appointment moved to Thursday morning.", "When is my dentist appointment?",
      "Thursday", "Thinking of going to the library this weekend."),
+    ("en-moved", "We live in Berlin, our flat is near the park.", [],
+     "We moved from Berlin to Munich, our new flat is near the river.",
+     "Where is our flat?", "Munich", "Thinking of going to the library this weekend."),
 ]
 
 
@@ -74,3 +78,68 @@ async def test_storing_the_change_again_logs_it_once(client: Any) -> None:
     day1 = next(m for m in await all_memories(client, namespace) if m["session_id"] == "day1")
     assert len([e for e in await events_of(client, day1["id"])
                 if e["event"] == "superseded"]) == 1
+
+
+# One long chat between two people, a session a week: every line opens with a speaker's
+# name and the chat words recur ("really", "feel", 感觉, 时间), and a later session touches an
+# earlier one's words in passing (a bicycle ridden, a printer to fix) while being about
+# something else. (language, the sessions' lines, a question about the first session, a
+# word only its answer holds)
+CHATS = [
+    ("en", [
+        ["Anna: Hey Ben! This weekend I finally fixed my old bicycle, the brakes work again.",
+         "Ben: That's really great, Anna! Did you ride it to the lake?",
+         "Anna: Yes, I rode it to the lake on Sunday, it felt really amazing."],
+        ["Anna: Hey Ben! My sister visited this weekend, we cooked dumplings all Sunday.",
+         "Ben: That sounds really nice, Anna. How is she doing?",
+         "Anna: She is great, she just started a job at a bookshop."],
+        ["Anna: Hey Ben! I rode my bicycle to the office today, then I had to fix the printer.",
+         "Ben: Oh no, that sounds really tiring, Anna.",
+         "Anna: Yes, I feel really tired, the whole week felt long."],
+    ], "When did Anna fix her bicycle?", "brakes"),
+    ("zh", [
+        ["小雨：阿杰，这个周末我终于把旧自行车修好了，刹车又能用了。",
+         "阿杰：真的太好了，小雨！你骑去湖边了吗？",
+         "小雨：骑了，周日骑到湖边，感觉特别好，时间过得真快。"],
+        ["小雨：阿杰，这个周末我姐姐来了，我们周日包了一天饺子。",
+         "阿杰：听起来真不错，小雨。她最近怎么样？",
+         "小雨：她挺好的，刚在一家书店找到工作，感觉很开心。"],
+        ["小雨：阿杰，今天我骑自行车去公司，然后还得把打印机修好。",
+         "阿杰：听起来真的好累啊，小雨。",
+         "小雨：是啊，感觉特别累，这周时间过得好慢。"],
+    ], "小雨什么时候把自行车修好的？", "刹车"),
+]
+
+
+# Not reached in Chinese: the last session shares the question's 自行车 and 修好 and the chat
+# words with the first, and in a namespace of three memories their rarity cannot tell it
+# from a restatement (a fifth of its weighted terms are in the first session).
+_NOT_YET = pytest.mark.xfail(strict=True, reason="zh: shares 自行车 + 修好 + chat words")
+CHAT_CASES = [pytest.param(c, id=c[0], marks=[_NOT_YET] if c[0] == "zh" else []) for c in CHATS]
+
+
+@pytest.mark.parametrize("model_name", [MINILM_NAME, E5_NAME])
+@pytest.mark.parametrize("chat", CHAT_CASES)
+async def test_later_sessions_of_one_chat_about_other_things_are_not_moved_ahead(
+        open_client: Any, minilm: Any, e5: Any, model_name: str,
+        chat: tuple[Any, ...]) -> None:
+    """The chat's later sessions share the speakers' names and chat words with the first,
+    and the last one holds the question's words too (a bicycle, fixing): none restates the
+    first session's fact, so the answer stays first and nothing is marked superseded."""
+    namespace, sessions, question, answer = chat
+    with_model = e5 if model_name == E5_NAME else minilm
+    async with open_client(with_model=with_model, embedding_model=model_name) as client:
+        for week, lines in enumerate(sessions):
+            speakers = [line.split(":")[0].split("：")[0] for line in lines]
+            await store(client, [
+                {"msg_id": f"w{week}-{i}", "role": "user" if who == speakers[0] else "assistant",
+                 "content": line, "timestamp": f"2026-03-{2 + 7 * week:02d}T19:0{i}:00Z"}
+                for i, (who, line) in enumerate(zip(speakers, lines, strict=True))],
+                namespace=namespace, session_id=f"week{week}")
+        body = (await client.post("/v1/recall", json={
+            "namespace": namespace, "query": question})).json()
+        texts = [m["text"] for m in body["memories"]]
+        assert texts and answer in texts[0], texts
+        for memory in await all_memories(client, namespace):
+            assert not [e for e in await events_of(client, memory["id"])
+                        if e["event"] == "superseded"], memory["text"]
