@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -39,3 +41,15 @@ async def all_memories(client: AppClient, namespace: str = "alice", **params: An
 async def wait_idle(client: AppClient) -> None:
     await client.app.state.engram.store.idle()  # type: ignore[attr-defined]
 
+
+
+async def job_state(client: AppClient, job_id: str, *, seconds: float) -> str:
+    """A background store job's state once it is no longer queued, or after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        response = await client.get(f"/v1/jobs/{job_id}")
+        assert response.status_code == 200, response.text
+        state: str = response.json()["state"]
+        if state != "queued" or time.monotonic() > deadline:
+            return state
+        await asyncio.sleep(0.2)

@@ -11,14 +11,13 @@ the session and without a restart.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
 from app.locks import NamespaceLocks
 from app.storage.leases import LeaseStore
 from app.storage.object_store import ObjectStoreLocation
-from tests.helpers import store
+from tests.helpers import job_state, store
 from tests.s3.moto_server import MotoS3
 
 NOTES = [
@@ -26,17 +25,6 @@ NOTES = [
     {"msg_id": "en", "role": "user",
      "content": "The dentist appointment moved to Friday at 3 pm, bring the insurance card."},
 ]
-
-
-async def _job_state(client: Any, job_id: str, *, seconds: float) -> str:
-    deadline = time.monotonic() + seconds
-    while True:
-        response = await client.get(f"/v1/jobs/{job_id}")
-        assert response.status_code == 200, response.text
-        state: str = response.json()["state"]
-        if state != "queued" or time.monotonic() > deadline:
-            return state
-        await asyncio.sleep(0.2)
 
 
 async def test_a_background_build_blocked_by_another_server_is_built_once_it_is_free(
@@ -49,8 +37,8 @@ async def test_a_background_build_blocked_by_another_server_is_built_once_it_is_
             queued = await store(client, NOTES, wait=False, expect=202)
             # Past this server's 1 s lock timeout: its background build gave up waiting.
             await asyncio.sleep(3.0)
-            assert await _job_state(client, queued["job_id"], seconds=0) == "queued"
-        assert await _job_state(client, queued["job_id"], seconds=60) == "done"
+            assert await job_state(client, queued["job_id"], seconds=0) == "queued"
+        assert await job_state(client, queued["job_id"], seconds=60) == "done"
         for query, expected in (("体检", "体检"), ("dentist appointment", "dentist")):
             response = await client.post("/v1/recall", json={"namespace": "alice",
                                                              "query": query})

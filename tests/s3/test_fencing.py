@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import job_state
 from tests.procs import ServerProcess, chat_messages, servers
 from tests.s3.moto_server import MotoS3
 from tests.store.test_processes import (
@@ -91,17 +92,6 @@ def _memory_rows(server: ServerProcess) -> list[Json]:
     return sorted(rows, key=lambda r: str(r["id"]))
 
 
-async def _job_done(client: Any, job_id: str, *, seconds: float) -> str:
-    deadline = time.monotonic() + seconds
-    while True:
-        response = await client.get(f"/v1/jobs/{job_id}")
-        assert response.status_code == 200, response.text
-        state: str = response.json()["state"]
-        if state != "queued" or time.monotonic() > deadline:
-            return state
-        await asyncio.sleep(0.5)
-
-
 async def test_a_server_paused_past_its_lease_commits_nothing_after_the_takeover(
         two_hosts: tuple[ServerProcess, ServerProcess]) -> None:
     a, b = two_hosts
@@ -129,7 +119,7 @@ async def test_a_server_paused_past_its_lease_commits_nothing_after_the_takeover
         # A wakes mid-build with chunks planned from the old texts. Fenced, its first write
         # is refused and its retry (through the lease, which B released) finds nothing to
         # build; unfenced, its build lands (`session_built` either way).
-        assert await _job_done(ca, queued.json()["job_id"], seconds=120) == "done"
+        assert await job_state(ca, queued.json()["job_id"], seconds=120) == "done"
         assert await asyncio.to_thread(a.wait_for_log, "session_built", timeout=120), \
             a.log_tail(40)
         await asyncio.sleep(2 * TTL_SECONDS)  # anything A still had would have landed

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from app.locks import NamespaceLocks
 from app.storage.leases import LeaseStore
 from app.storage.object_store import ObjectStoreLocation
+from tests.helpers import job_state
 from tests.procs import ServerProcess, servers
 from tests.s3.moto_server import MotoS3
 from tests.store.test_processes import client_for, post_store, session_memories, storage_rows
@@ -70,17 +70,6 @@ def _plain_log(server: ServerProcess) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", server.log_path.read_text(errors="replace"))
 
 
-async def _job_state(client: Any, job_id: str, *, seconds: float) -> str:
-    deadline = time.monotonic() + seconds
-    while True:
-        response = await client.get(f"/v1/jobs/{job_id}")
-        assert response.status_code == 200, response.text
-        state: str = response.json()["state"]
-        if state != "queued" or time.monotonic() > deadline:
-            return state
-        await asyncio.sleep(0.5)
-
-
 async def test_a_live_server_builds_what_a_dead_server_acknowledged(
         two_hosts: tuple[ServerProcess, ServerProcess], moto_s3: MotoS3, bucket: str,
         tmp_path: Path) -> None:
@@ -106,7 +95,7 @@ async def test_a_live_server_builds_what_a_dead_server_acknowledged(
                 == ["pending"] * 4
         # Free now: B (running all along, never restarted) builds both sessions.
         for job_id in jobs:
-            assert await _job_state(cb, job_id, seconds=120) == "done", b.log_tail(30)
+            assert await job_state(cb, job_id, seconds=120) == "done", b.log_tail(30)
         for query, expected in (("体检", "体检"), ("dentist appointment", "dentist")):
             response = await cb.post("/v1/recall", json={"namespace": NAMESPACE,
                                                           "query": query})
