@@ -820,9 +820,6 @@ class Repository:
 
     # --- jobs --------------------------------------------------------------------------
 
-    async def upsert_job(self, job: JobRecord) -> None:
-        await self._upsert("jobs", "id", [job])
-
     async def add_job(self, job: JobRecord) -> None:
         """Write a new job (its id is fresh: appended, no merge on the key)."""
         await self._write("jobs", Append(self._arrow("jobs", [job])))
