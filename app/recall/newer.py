@@ -33,7 +33,6 @@ without the question's words ("Which city do we live in?" after "We live in Berl
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -42,7 +41,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from app.recall.text import QueryTerms, latin_words, query_terms
+from app.recall.text import QueryTerms, idf, latin_words, query_terms
 from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import Repository, SearchFilter
 
@@ -129,8 +128,7 @@ class Rarity:
                     self._word_counts = Counter(
                         w for text in self._lowered for w in self.words(text))
                 df = self._word_counts[term]
-            n, df = len(self._lowered), max(1, df)
-            self._weights[key] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            self._weights[key] = idf(len(self._lowered), df)
         return self._weights[key]
 
 

@@ -173,6 +173,13 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+def idf(documents: int, holding: int) -> float:
+    """BM25's inverse document frequency of a term `holding` of `documents` texts hold
+    (at least one: a term none holds weighs like a rare one)."""
+    holding = max(1, holding)
+    return math.log(1 + (documents - holding + 0.5) / (holding + 0.5))
+
+
 class Coverage:
     """The IDF-weighted share of the query's terms each of a set of texts contains (0–1).
 
@@ -215,8 +222,7 @@ class Coverage:
             if (drop_absent or i >= first_guessed) and not held:
                 self._weights.append(0.0)
                 continue
-            df = max(1, sum(column))
-            self._weights.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            self._weights.append(idf(n, sum(column)))
         self._total = sum(self._weights)
         self.scores = [self._share(row) for row in present]
         self.absent = frozenset(absent)  # the query's terms no document holds
