@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     # flush or an update rewrote): searches scan those one by one. 4,000 such rows made a
     # Chinese recall's full-text searches 5x slower (docs/benchmarks.md).
     compact_every_rows: int = Field(default=1000, ge=1)
+    # The tables without indexes (raw log, jobs, ledger, events) are also compacted as soon
+    # as this many write versions piled up, busy or not, in their writer's queue (so never
+    # racing this process's commits): every version leaves a fragment that each read of the
+    # table opens (~0.2 ms apiece here; 200 made a store's raw-log read 40 ms instead of
+    # 1-3 ms), while merging a few dozen small fragments takes ~40 ms. 0: only when idle.
+    compact_unindexed_every_versions: int = Field(default=32, ge=0)
     # /readyz answers 503 while the disk holding data_dir has less than this many MiB free
     # (writes would fail with 507 soon); 0: no free-space check.
     min_free_disk_mb: int = Field(default=100, ge=0)

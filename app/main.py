@@ -116,6 +116,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
             await maintenance.stop()
             await sweep.stop()
             await store.stop()
+            await repo.close()  # a compaction under way finishes
             if pool is None:
                 await embedding.close()
             app.state.engram = None

@@ -7,6 +7,7 @@ because every LanceDB write is a version and a fragment (see LANCEDB_NOTES.md).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
@@ -40,6 +41,9 @@ log = structlog.get_logger(__name__)
 R = TypeVar("R", bound=_Record)
 
 TABLES = ("messages", "memories", "sessions", "events", "jobs", "meta", "archive")
+# Tables without an index, written on every store: compacted in their writer's queue once
+# `compact_unindexed_every` versions piled up (`_wrote`), not only when writes are idle.
+_QUEUE_COMPACTED = ("messages", "jobs", "sessions", "events")
 
 
 def sql_str(value: str) -> str:
@@ -182,7 +186,8 @@ _VECTOR_REFINE = 4
 class Repository:
     def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int,
                  cache_rows: int = 50_000, cache_namespace_rows: int = 20_000,
-                 write_batch_max_rows: int = 20_000, reads_see_every_write: bool = True) -> None:
+                 write_batch_max_rows: int = 20_000, reads_see_every_write: bool = True,
+                 compact_unindexed_every: int = 0) -> None:
         self._db = db
         # Every read sees every process's latest commit (read_consistency_seconds = 0): a key
         # read as absent under the lock ordering its writers is absent, so its row may be
@@ -196,6 +201,11 @@ class Repository:
         # is scanned by every search until `optimize()` folds it in (a hit flush rewrites
         # the rows it counts, so a store read often drifts out of its full-text index).
         self._rows_since_compaction: dict[str, int] = dict.fromkeys(tables, 0)
+        # Versions at which a table of `_QUEUE_COMPACTED` is compacted next (0: never here;
+        # the maintenance loop still compacts it when idle), and the compactions under way.
+        self._compact_every = compact_unindexed_every
+        self._compact_due: dict[str, int] = dict.fromkeys(tables, compact_unindexed_every)
+        self._compacting: dict[str, asyncio.Task[None]] = {}
         self.last_write_monotonic = time.monotonic()
         # Lease objects ordering namespace writes across hosts (leases.py); None: lock files.
         self.leases: LeaseStore | None = None
@@ -247,7 +257,8 @@ class Repository:
                    cache_rows=settings.namespace_cache_max_rows,
                    cache_namespace_rows=settings.namespace_cache_max_namespace_rows,
                    write_batch_max_rows=settings.write_batch_max_rows,
-                   reads_see_every_write=settings.read_consistency_seconds == 0)
+                   reads_see_every_write=settings.read_consistency_seconds == 0,
+                   compact_unindexed_every=settings.compact_unindexed_every_versions)
         repo.leases = leases
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
@@ -376,10 +387,33 @@ class Repository:
             cache.writes_in_flight -= 1
 
     def _wrote(self, table: str, rows: int = 0) -> None:
-        """Count one write version of `table`, which added or rewrote `rows` rows."""
+        """Count one write version of `table`, which added or rewrote `rows` rows; start its
+        compaction when it is due (`_QUEUE_COMPACTED`)."""
         self._writes_since_compaction[table] += 1
         self._rows_since_compaction[table] += rows
         self.last_write_monotonic = time.monotonic()
+        if (self._compact_every and table in _QUEUE_COMPACTED
+                and self._writes_since_compaction[table] >= self._compact_due[table]
+                and table not in self._compacting):
+            self._compacting[table] = asyncio.get_running_loop().create_task(
+                self._compact_busy_table(table), name=f"compact-{table}")
+
+    async def _compact_busy_table(self, table: str) -> None:
+        """Compact `table` now, in its writer's queue: the writes queued meanwhile wait for
+        it (tens of ms for an unindexed table's small fragments). A failure (a conflict
+        with another process's commits, retried by the writer first) is logged and tried
+        again after as many versions more."""
+        try:
+            await self.compact(table)
+        except Exception as exc:
+            self._compact_due[table] = self._writes_since_compaction[table] + self._compact_every
+            log.warning("compaction_deferred", table=table, error=str(exc)[:200])
+        finally:
+            del self._compacting[table]
+
+    async def close(self) -> None:
+        """Wait for the compactions under way (the lifespan's teardown)."""
+        await asyncio.gather(*self._compacting.values(), return_exceptions=True)
 
     # --- messages (raw log) ------------------------------------------------------------
 
@@ -971,10 +1005,17 @@ class Repository:
     async def compact(self, table: str) -> None:
         """Merge small fragments, fold new rows into indexes, drop versions older than 10 min.
 
-        Raises whatever LanceDB raises on a commit conflict with a concurrent writer: the
-        caller runs this when writes are idle and simply retries later.
+        Runs in the table's writer queue, alone: this process's writes wait for it instead
+        of making it fail with a commit conflict (LANCEDB_NOTES.md #2). Raises whatever
+        LanceDB raises on a conflict with another process, after the writer's retries: the
+        caller simply retries later.
         """
-        await self._tables[table].optimize(cleanup_older_than=timedelta(minutes=10))
-        self._writes_since_compaction[table] = 0
-        self._rows_since_compaction[table] = 0
+        async def run() -> None:
+            await self._tables[table].optimize(cleanup_older_than=timedelta(minutes=10))
+            # Counted from here: the writes queued behind this one are not compacted yet.
+            self._writes_since_compaction[table] = -1  # the writer counts this version
+            self._rows_since_compaction[table] = 0
+            self._compact_due[table] = self._compact_every
+
+        await self.writers[table].write(Alone(run))
         log.info("table_compacted", table=table)

@@ -4,6 +4,7 @@ compactions, and a restart must not forget what the indexes lack."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import lancedb
@@ -72,3 +73,56 @@ class TestCompactionByRows:
             response = await client.post("/v1/recall", json={"namespace": "alice",
                                                              "query": "搬家公司"})
             assert "搬家" in response.json()["memories"][0]["text"]
+
+
+def fragments(data_dir: Any, table: str) -> int:
+    stats = lancedb.connect(data_dir / "lancedb").open_table(table).stats()
+    return int(stats["fragment_stats"]["num_fragments"])
+
+
+TURNS = [("user", "我下周二上午去杭州出差，住在西湖边。"),
+         ("assistant", "Noted: Hangzhou on Tuesday."),
+         ("user", "The dentist moved my appointment to Friday 10am."),
+         ("assistant", "好的，周五上午十点看牙医。")]
+
+
+class TestBusyTablesAreCompacted:
+    """The raw log (and jobs, ledger, events) is compacted every few versions even when
+    writes never pause: each version leaves a fragment that every store's raw-log read
+    opens, and the idle-time compaction never comes while clients keep storing."""
+
+    async def test_concurrent_stores_keep_the_raw_log_compact(self, open_client: Any,
+                                                             data_dir: Any) -> None:
+        every = 8
+        async with open_client(compact_unindexed_every_versions=every) as client:
+            async def append(namespace: str, round_: int) -> dict[str, Any]:
+                role, content = TURNS[round_ % len(TURNS)]
+                return await store(client, [{"msg_id": f"r{round_}", "role": role,
+                                             "content": f"{content} ({namespace} #{round_})"}],
+                                   namespace=namespace, wait=False, expect=202)
+
+            # 4 namespaces at once, 16 rounds, each built before the next (every build
+            # leaves a raw-log fragment: its rows marked done), no pause for the idle
+            # compaction; compactions run while other stores append.
+            rounds = 16
+            for round_ in range(rounds):
+                acks = await asyncio.gather(*(append(ns, round_) for ns in NAMESPACES))
+                assert all(a["new"] == 1 for a in acks)
+                await wait_idle(client)
+            repo = client.app.state.engram.repo
+            await repo.close()  # the compaction the last writes started, if any
+            # Without it: a fragment per round at least (16 here), more with every version.
+            assert fragments(data_dir, "messages") <= every
+            assert fragments(data_dir, "jobs") <= every
+            for namespace in NAMESPACES:  # every acknowledged message once, all built
+                rows = await repo.session_messages(namespace, "s1")
+                assert [r.msg_id for r in rows] == [f"r{i}" for i in range(rounds)]
+                assert {r.state for r in rows} == {"done"}
+            for query, expected in (("杭州出差", "杭州"), ("dentist appointment", "dentist")):
+                response = await client.post("/v1/recall", json={
+                    "namespace": NAMESPACES[0], "query": query, "top_k": 3})
+                assert response.status_code == 200, response.text
+                assert expected in response.json()["memories"][0]["text"]
+
+
+NAMESPACES = ["alice", "bob", "carol", "dave"]
