@@ -7,7 +7,7 @@ calls (each a LanceDB query or a group commit), the embedding pool, the builder'
 Steps overlap (reads run at once, commits are awaited by several callers), so the rows do
 not add up to the request; they say which steps there are, how many, and what each costs.
 
-Usage (from the repository root):
+Usage (from the repository root; `ENGRAM_EMBEDDING_MODEL=multilingual-e5-small` for e5):
 
     PYTHONPATH=. .venv/bin/python bench/append_steps.py --appends 20
 """
@@ -83,14 +83,17 @@ def report(mode: str, appends: int) -> None:
     for name, values in sorted(spans.items(), key=lambda kv: -sum(kv[1])):
         ordered = sorted(values)
         print(f"{name:49s} calls/append {len(values) / appends:4.1f}  "
-              f"ms/append {sum(values) / appends:7.1f}  p50 {ordered[len(ordered) // 2]:7.1f}")
+              f"ms/append {sum(values) / appends:7.1f}  p50 {ordered[len(ordered) // 2]:7.1f}  "
+              f"max {ordered[-1]:7.1f}")
     spans.clear()
 
 
-async def run(appends: int, data_dir: Path) -> None:
-    model = await asyncio.to_thread(load_model, "", threads=1)
-    settings = make_settings(data_dir, compression_enabled=False, embedding_threads=1,
+async def run(appends: int, data_dir: Path, *, threads: int) -> None:
+    settings = make_settings(data_dir, compression_enabled=False, embedding_threads=threads,
                              log_level="WARNING")
+    # The configured model (ENGRAM_EMBEDDING_MODEL; empty: the default), as the server loads it.
+    model = await asyncio.to_thread(load_model, settings.embedding_model, threads=threads)
+    print(f"model {settings.embedding_model or 'default'}, {threads} thread(s)")
     pool = EmbeddingPool.from_model(model, settings)
     app = create_app(settings, pool=pool)
     rng = random.Random(14)
@@ -127,10 +130,11 @@ async def run(appends: int, data_dir: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--appends", type=int, default=20, help="per mode")
+    parser.add_argument("--threads", type=int, default=1, help="the model's torch threads")
     args = parser.parse_args()
     instrument()
     with tempfile.TemporaryDirectory(prefix="engram-append-") as tmp:
-        asyncio.run(run(args.appends, Path(tmp)))
+        asyncio.run(run(args.appends, Path(tmp), threads=args.threads))
 
 
 if __name__ == "__main__":
