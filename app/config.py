@@ -66,7 +66,10 @@ class Settings(BaseSettings):
     # Calibration of a model without a built-in profile (app/embedding/profiles.py), or
     # corrections to one: a JSON object of ModelProfile fields, e.g. {"cosine_floor": 0.1}.
     embedding_profile: dict[str, float] = Field(default_factory=dict)
-    embedding_threads: int = Field(default=2, ge=1, le=64)
+    # Torch threads of one forward pass. 1: on a busy 2-core machine (the server's event
+    # loop, LanceDB and other processes share the cores) 2 threads made the pass of a
+    # small append's grown chunk 2-7x slower (docs/benchmarks.md §7). More on idle cores.
+    embedding_threads: int = Field(default=1, ge=1, le=64)
     # Another model than the one that built the store: re-embed every memory at start-up
     # (true) or refuse to start (false).
     reembed_on_model_change: bool = False

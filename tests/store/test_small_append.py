@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tests.conftest import make_settings
 from tests.helpers import all_memories, wait_idle
 
 # The LanceDB table calls that are a query or a commit.
@@ -128,3 +129,8 @@ class TestWaitingSmallAppend:
         assert calls.count(("jobs", "query")) == 1
         texts = " ".join(m["text"] for m in await all_memories(client))
         assert "dentist" in texts and "牙医" in texts
+
+    def test_the_model_runs_one_thread_unless_told(self, tmp_path: Any) -> None:
+        # A small append's time is mostly the pass over its grown chunk: on this 2-core
+        # machine, busy, 2 torch threads made that pass 2-7x slower than 1 (benchmarks §7).
+        assert make_settings(tmp_path).embedding_threads == 1
