@@ -43,6 +43,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,7 @@ def peer_main(args: argparse.Namespace) -> None:
         "config": {k: v for k, v in config.items() if k != "history_db_path"},
         "embedder_class": type(memory.embedding_model).__name__,
     }))
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _count_embeds(memory: Any) -> dict[str, int]:
