@@ -56,6 +56,17 @@ class ModelProfile:
             or rank every Chinese memory above the English one that answers a Chinese
             question. A shift, so that moving the band (a setting) moves both.
         zh_ceiling_shift: the same for the ceiling.
+        cross_script_shift: for a model that reads both scripts, a memory written in
+            another script than every word of the question ("what is the name of my cat"
+            against "我家的猫叫小白") passes `min_score` or not on its vector part alone (its
+            ranking is unchanged): its keyword part is
+            0 by construction, and weighing that 0 capped its relevance at half the vector
+            part, so an answer across languages never passed `min_score`. Without words to
+            confirm it the band is this much stricter (both ends), which keeps an unanswered
+            question out ("我的血型是什么" scores 0.804 against an English note about a
+            nurse; English answers to Chinese questions 0.84-0.87, Chinese answers to
+            English ones 0.82-0.83). None: the weighted mix as for any memory (MiniLM reads
+            no Chinese: its cosine across scripts says nothing).
         min_score: the relevance a memory needs to be returned and counted as a hit; a
             question whose answer is not stored returns nothing (abstention).
         keyword_weight: share of the keyword part in relevance for Latin-script queries.
@@ -80,6 +91,7 @@ class ModelProfile:
     keyword_weight_zh: float
     related_cosine: float
     supersede_cosine: float
+    cross_script_shift: float | None = None
 
     def cosine_band(self, floor: float, ceiling: float, *, chinese_pair: bool
                     ) -> tuple[float, float]:
@@ -110,7 +122,7 @@ E5 = ModelProfile(
     name=E5_NAME, cosine_floor=0.76, cosine_ceiling=0.86,
     zh_floor_shift=0.08, zh_ceiling_shift=0.05, min_score=0.35,
     keyword_weight=0.5, keyword_weight_zh=0.5, related_cosine=0.84,
-    supersede_cosine=0.86,
+    supersede_cosine=0.86, cross_script_shift=0.02,
 )
 
 GENERIC = replace(MINILM, name="generic")

@@ -17,10 +17,14 @@ Pipeline (one request):
    IDF-weighted share of the query's terms the memory contains (`text.coverage`) and half
    its BM25 relative to the best keyword hit, scaled by that hit's share. Both are absolute,
    so one `min_score` means the same in every store. `w` = `recall_keyword_weight`, higher
-   for Chinese queries, where the bundled English-centred model's cosine says little and
-   exact matches must carry the ranking. `min_score` applies to relevance. The ranking uses
+   for Chinese queries with MiniLM, whose cosine says little about Chinese, so
+   exact matches must carry the ranking. A memory in another script than every word of the
+   query (an English question, a Chinese memory, or the reverse) can have no keyword part:
+   for a model that reads both, its relevance (not its ranking) is the vector part alone, on
+   a band a little stricter (`ModelProfile.cross_script_shift`). `min_score` applies to
+   relevance. The ranking uses
    the same mix with the vector's weight scaled by the share of the query the model can
-   read (`ranking`; most Chinese characters are [UNK] to the bundled model). Then
+   read (`ranking`; most Chinese characters are [UNK] to MiniLM, none to e5). Then
    `score = ranking × decay × boosts`: decay for age beyond `recall_decay_after_days`
    (half-life, floor), importance, tier (long-term facts up), other branches (down), the
    named date (up), what a reference phrase points to (up).
@@ -71,7 +75,7 @@ from app.recall.schemas import (
     ScoreParts,
     TimeWindow,
 )
-from app.recall.text import Coverage, QueryTerms, has_cjk, query_terms
+from app.recall.text import Coverage, QueryTerms, has_cjk, in_another_script, query_terms
 from app.recall.when import TimeHint, find_time_hint, strip_phrase
 from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository, SearchFilter, SearchHit
@@ -445,6 +449,9 @@ class RecallService:
         # applying to `relevance` (the configured weights), so what passes is unchanged.
         ranking_weight = 1 - (1 - weight) * (1 - unknown)
         bands = _cosine_bands(s)
+        shift = s.model_profile.cross_script_shift
+        across_band = None if shift is None else (bands[False][0] + shift,
+                                                  bands[False][1] + shift)
         reference = _utc(request.as_of) if request.as_of else _newest(candidates)
         about_question = parsed.reference is not None and parsed.reference.about_question
         for c, cover in zip(candidates, covered, strict=True):
@@ -454,6 +461,13 @@ class RecallService:
             c.keyword = 0.5 * cover + 0.5 * rank_part
             c.relevance = (1 - weight) * c.vector + weight * c.keyword
             c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * c.keyword
+            if across_band is not None and in_another_script(terms, c.memory.text):
+                # No word of the question can be in it: its relevance is the vector part
+                # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
+                # keeps the mix: a memory whose words match stays ahead of one in the other
+                # language that only reads close ("我在哪里上班" and a note about Anna's work).
+                floor, ceiling = across_band
+                c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
             c.decay = self._decay(c.memory, reference)
             c.importance = 1 + s.recall_importance_boost * (c.memory.importance - 5) / 5
             if s.recall_tier_boost:
@@ -822,7 +836,7 @@ def render_block(packed: Sequence[_Packed], *, language: BlockLanguage
 def splits_on_whitespace(count_tokens: Callable[[str], int]) -> bool:
     """Whether a text's token count is the sum of its whitespace-separated pieces' counts.
 
-    True for WordPiece (the default model) and other tokenizers that split on whitespace
+    True for WordPiece (MiniLM) and other tokenizers that split on whitespace
     before anything else; then the block's count is its frame's plus the memories' (known
     already), exactly, without tokenizing 1,500 tokens again (~2.5 ms per recall).
     """

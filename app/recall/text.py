@@ -173,6 +173,25 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+_ROLE_PREFIX = re.compile(r"(?m)^(?:user|assistant|system|tool): ")
+_LATIN_LETTER = re.compile(r"[A-Za-z]")
+
+
+def in_another_script(terms: QueryTerms, text: str) -> bool:
+    """No term of the query can occur in `text`: the query's words are all English and the
+    text (role labels aside) has no Latin letter, or they are all Chinese and the text has
+    no Chinese character. "what is the name of my cat" against "我家的猫叫小白": its keyword
+    part is 0 by construction, not because the memory is about something else."""
+    if not terms:
+        return False
+    content = _ROLE_PREFIX.sub("", text)
+    if terms.latin and not (terms.cjk or terms.guessed):
+        return not _LATIN_LETTER.search(content)
+    if not terms.latin:
+        return not has_cjk(content)
+    return False
+
+
 def idf(documents: int, holding: int) -> float:
     """BM25's inverse document frequency of a term `holding` of `documents` texts hold
     (at least one: a term none holds weighs like a rare one)."""

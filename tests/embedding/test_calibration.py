@@ -37,15 +37,21 @@ NOTES = [
 
 
 UNANSWERED = ["我的护照什么时候过期", "when does my passport expire", "我的血型是什么",
-              "what's my blood type", "明天天气怎么样"]
+              "what's my blood type", "明天天气怎么样", "what car do I drive", "我开什么车"]
 ANSWERED = [("体检前要注意什么", "体检"), ("which database did we pick", "LanceDB"),
             ("when is the standup", "standup"), ("Anna 是做什么工作的", "nurse"),
             ("我姐姐 Anna 住在哪个城市", "Berlin")]
+# Each answer is in the other language, with no word in common: it passes `min_score` on
+# its vector part alone (`ModelProfile.cross_script_shift`), at the default settings.
 CROSS_LINGUAL = [("what is the name of my cat", "小白"), ("what is my favourite food", "火锅"),
-                 ("我在学钢琴吗", "piano"), ("我妹妹住在柏林吗", "Berlin")]
+                 ("我在学钢琴吗", "piano"), ("我妹妹住在柏林吗", "Berlin"),
+                 ("牙医预约是什么时候", "dentist"), ("我们选了哪个数据库", "LanceDB")]
 
 
-async def test_abstention_and_cross_lingual_ranking(open_client: Any, e5: Any) -> None:
+async def test_abstention_and_cross_lingual_recall(open_client: Any, e5: Any) -> None:
+    """At the default settings, Chinese and English: a question whose answer is not stored
+    returns nothing and counts no hit; a stored answer is returned first, also when the
+    question is in the other language."""
     async with open_client(with_model=e5, embedding_model=E5_NAME) as client:
         await _abstention_and_cross_lingual_ranking(client)
 
@@ -64,8 +70,9 @@ async def _abstention_and_cross_lingual_ranking(client: Any) -> None:
         body = await recall(client, question)
         assert body["count"] >= 1 and expected in body["memories"][0]["text"], question
     for question, expected in CROSS_LINGUAL:  # a question in one language, a memory in the other
-        body = await recall(client, question, min_score=0)
-        assert expected in body["memories"][0]["text"], question
+        body = await recall(client, question)
+        assert body["count"] >= 1 and expected in body["memories"][0]["text"], (
+            question, [m["text"][:40] for m in body["memories"]])
 
 
 async def store_pairs(client: Any) -> None:
