@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -134,9 +134,13 @@ class TransferService:
                 for memory, vector in zip(stale, vectors, strict=True):
                     memory.vector, memory.embedding_model = vector.tolist(), self._pool.name
             # The raw-log lock too: a wait=false store holds only that one, and appends the
-            # rows it read as absent (Repository.store_messages).
+            # rows it read as absent (Repository.store_messages). What the target's raw log
+            # holds of the file's sessions is read under it, so no store slips in between.
             async with self._locks.hold_log(namespace):
+                stored = await self._stored_messages(namespace, plan.messages)
+                plan = plan.merged_into(stored, held)
                 await self._repo.upsert_messages(plan.messages)
+            memories = plan.memories
             await self._repo.upsert_memories(memories)
             await self._repo.append_events(plan.events)
             await self._repo.upsert_sessions(plan.sessions)
@@ -148,6 +152,19 @@ class TransferService:
                             messages=len(plan.messages), memories=len(memories),
                             events=len(plan.events), sessions=len(plan.sessions),
                             archived=len(plan.archive), reembedded=len(stale))
+
+    async def _stored_messages(self, namespace: str, messages: list[MessageRecord]
+                               ) -> dict[str, dict[str, MessageRecord]]:
+        """session id -> msg_id -> stored row (ids, hashes, seqs) of the file's sessions
+        that the target's raw log already holds. Caller holds the raw-log lock."""
+        if not messages or not await self._repo.count_messages(namespace):
+            return {}  # a new namespace: nothing to merge with (the common move)
+        sessions = sorted({m.session_id for m in messages})
+        rows = await asyncio.gather(*(self._repo.session_messages(namespace, sid,
+                                                                  with_content=False)
+                                      for sid in sessions))
+        return {sid: {m.msg_id: m for m in found}
+                for sid, found in zip(sessions, rows, strict=True) if found}
 
 
 def _invalid(number: int, problem: str) -> BadRequest:
@@ -243,6 +260,78 @@ class _ImportPlan:
                 metadata=a.metadata)
         return cls(header, list(messages.values()), memories, list(events.values()),
                    list(sessions.values()), list(archive.values()))
+
+
+    def merged_into(self, stored: Mapping[str, Mapping[str, MessageRecord]],
+                    held: Sequence[MemoryRecord]) -> _ImportPlan:
+        """The plan against what the target holds of the file's sessions (`stored`, its raw
+        log; `held`, its memories), read under the locks the import holds.
+
+        A session the target does not hold, or holds only as part of the file (each stored
+        message in the file with the same content, each of its memories a chunk of the
+        file: a re-import, or `wait=false` stores of the same messages not built yet) is
+        written as the file has it. Any other (its own messages, other content, memories
+        chunked otherwise) is merged like a store of the file's messages: an unchanged
+        message is left as it is, a changed one is rewritten in its place, a new one is
+        appended after the session's last, both pending; the file's memories of the
+        session (their events, archive rows and ledger row) are left out and the import's
+        build brings the session's memories in line with its raw log. Writing them too
+        would put a message in two memories, or leave a memory that no longer is its
+        messages; the file's seqs would collide with the session's own.
+        """
+        if not stored:
+            return self
+        file_chunks: dict[str, set[tuple[tuple[str, ...], int]]] = {}
+        for m in self.memories:
+            if not m.summary_of:
+                file_chunks.setdefault(m.session_id, set()).add((tuple(m.msg_ids), m.part))
+        own_chunks: dict[str, set[tuple[tuple[str, ...], int]]] = {}
+        for m in held:
+            if not m.summary_of:
+                own_chunks.setdefault(m.session_id, set()).add((tuple(m.msg_ids), m.part))
+        incoming: dict[str, dict[str, MessageRecord]] = {}
+        for message in self.messages:
+            incoming.setdefault(message.session_id, {})[message.msg_id] = message
+        merged = {
+            sid for sid, rows in stored.items()
+            if any(r.msg_id not in incoming[sid]
+                   or incoming[sid][r.msg_id].content_hash != r.content_hash
+                   for r in rows.values())
+            or not own_chunks.get(sid, set()) <= file_chunks.get(sid, set())}
+        if not merged:
+            return self
+        messages = [m for m in self.messages if m.session_id not in merged]
+        for sid in sorted(merged):
+            rows = stored[sid]
+            next_seq = max((r.seq for r in rows.values()), default=-1) + 1
+            for message in sorted(incoming[sid].values(), key=lambda m: m.seq):
+                old = rows.get(message.msg_id)
+                if old is None:
+                    message.seq, next_seq = next_seq, next_seq + 1
+                elif old.content_hash == message.content_hash:
+                    continue
+                else:
+                    message.seq, message.pinned = old.seq, old.pinned
+                    message.received_at = old.received_at or message.received_at
+                message.state = "pending"
+                messages.append(message)
+        dropped = {m.id for m in self.memories if m.session_id in merged and not m.summary_of}
+        memories = []
+        for memory in self.memories:
+            if memory.id in dropped:
+                continue
+            if memory.summary_of:
+                # A summary keeps the sources still written; one left without any goes.
+                memory.summary_of = [i for i in memory.summary_of if i not in dropped]
+                if not memory.summary_of:
+                    dropped.add(memory.id)
+                    continue
+            memories.append(memory)
+        return dataclasses.replace(
+            self, messages=messages, memories=memories,
+            events=[e for e in self.events if e.memory_id not in dropped],
+            sessions=[s for s in self.sessions if s.session_id not in merged],
+            archive=[a for a in self.archive if a.memory_id not in dropped])
 
 
 def _parse(body: bytes) -> tuple[ExportHeader, list[tuple[int, str, Any]]]:

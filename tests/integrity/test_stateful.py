@@ -5,9 +5,9 @@ real LanceDB data directory, real bundled model) through the HTTP API only: stor
 sessions, appends, edits, id-less messages sent twice, msg_ids 1, 2, 3 reused by every
 session, `wait=false` stores (also SIGKILLed right after the 202), message and session
 deletes, forced compression passes (also cut short by SIGKILL), restores of compressed
-memories, pins and unpins, export, import into the same and into a fresh namespace,
-graceful and hard restarts, English, Chinese and mixed text. The model is what a client was
-told was stored.
+memories, pins and unpins, export, import into the same, a fresh and another namespace
+(merging a session both hold), graceful and hard restarts, English, Chinese and mixed
+text. The model is what a client was told was stored.
 
 After every step, for every namespace the machine uses (observed through the namespace's
 export, its memory list and its sessions ledger, the API's own reads):
@@ -535,6 +535,38 @@ class StatefulMachine(RuleBasedStateMachine):
         for memory in self.seen[target].memories.values():
             if memory["state"] == "compressed" and not memory["summary_of"]:
                 copy.originals[memory["id"]] = self._rendered(self.seen[target], memory)
+
+    @precondition(lambda self: self.has_sessions())
+    @rule(data=st.data())
+    def import_into_other(self, data: st.DataObject) -> None:
+        """An export imported into another namespace the machine uses: its sessions are
+        copied, and a session the target holds too (copied before, then edited, appended
+        to or trimmed on either side) is merged: the file's content wins for its messages,
+        the target keeps its own ones; the source is untouched."""
+        source = self.populated(data)
+        target: str = data.draw(st.sampled_from(sorted(ns for ns in self.models
+                                                       if ns != source)), label="target")
+        self.touched.add(target)
+        body = self.call("GET", f"/v1/namespaces/{source}/export").content
+        self.call("POST", f"/v1/namespaces/{target}/import", content=body,
+                  headers={"content-type": "application/x-ndjson"})
+        src, dst = self.models[source], self.models[target]
+        imported = {s for s, msgs in src.sessions.items() if msgs}
+        merged = {s for s in imported if dst.sessions.get(s)}
+        for session_id in imported:
+            dst.sessions[session_id] = {**dst.sessions.get(session_id, {}),
+                                        **src.sessions[session_id]}
+        self.tally["imports into another namespace"] += 1
+        self.tally["sessions merged by an import"] += len(merged)
+        seen = self.observe(target)
+        # The file's pins come along with the memories it copies.
+        dst.pinned = {i for i in dst.pinned if i in seen.memories and
+                      seen.memories[i]["session_id"] not in imported} | {
+            i for i, m in seen.memories.items() if m["pinned"] and m["session_id"] in imported}
+        for memory in seen.memories.values():
+            if memory["state"] == "compressed" and not memory["summary_of"] and memory[
+                    "session_id"] in imported:
+                dst.originals[memory["id"]] = self._rendered(seen, memory)
 
     # --- rules: restarts ---------------------------------------------------------------
 
