@@ -261,7 +261,6 @@ class _ImportPlan:
         return cls(header, list(messages.values()), memories, list(events.values()),
                    list(sessions.values()), list(archive.values()))
 
-
     def merged_into(self, stored: Mapping[str, Mapping[str, MessageRecord]],
                     held: Sequence[MemoryRecord]) -> _ImportPlan:
         """The plan against what the target holds of the file's sessions (`stored`, its raw
