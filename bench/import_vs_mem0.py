@@ -263,26 +263,16 @@ def run_engram(args: argparse.Namespace, sessions: list[tuple[str, str, list[Jso
 def raw_encode(texts_by_session: dict[str, list[str]], model_name: str, threads: int,
                batch_size: int, *, per_session: bool) -> Json:
     """The bare model on the server's chunk texts, slices of `batch_size`, one warm-up."""
-    from app.embedding.backends import load_model
+    from bench.store_throughput import encode_seconds
 
-    model = load_model(model_name, threads=threads)
+    timings = encode_seconds(texts_by_session, threads, batch_size, per_session=per_session,
+                             model_name=model_name)
     every = [t for texts in texts_by_session.values() for t in texts]
-
-    def encode(texts: list[str]) -> None:
-        for i in range(0, len(texts), batch_size):
-            model.encode_passages(texts[i: i + batch_size])
-
-    encode(every[: batch_size])
-    cpu_began, began = time.process_time(), time.perf_counter()
-    encode(every)
-    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
-    result = {"texts": len(every), "seconds": seconds, "cpu_seconds": cpu,
+    result = {"texts": len(every), "seconds": timings["one_call"],
+              "cpu_seconds": timings["one_call_cpu"],
               "mean_chars": sum(map(len, every)) / max(1, len(every))}
     if per_session:
-        began = time.perf_counter()
-        for texts in texts_by_session.values():
-            encode(texts)
-        result["per_session_seconds"] = time.perf_counter() - began
+        result["per_session_seconds"] = timings["per_session"]
     return result
 
 

@@ -13,8 +13,8 @@ What it runs (issue 2, "Measure"), all in one run on this machine:
    this process times `model.encode` on exactly those texts, with the same model, thread
    count and batch size as the server. Raw throughput = N / encode time, so
    ratio = store throughput / raw throughput = encode time / store time (target ≥ 0.8).
-   The raw figure is encoded in one call (sentence-transformers sorts by length, the best
-   case); `--per-session-encode` also times one call per session's chunks, as a store does.
+   The raw figure encodes all the texts in slices of the server's batch size;
+   `--per-session-encode` also times one pass per session's chunks, as a store does.
 5. The same ratio in CPU seconds (raw encode CPU / server CPU during the import): the
    machine is shared, and CPU time is much less sensitive to other processes' load than
    wall time, so it tells whether a poor wall ratio is overhead or noise.
@@ -123,18 +123,20 @@ async def memory_texts(base_url: str, requests: list[Json]) -> dict[str, list[st
 
 
 def encode_seconds(texts_by_session: dict[str, list[str]], threads: int, batch_size: int,
-                   *, per_session: bool) -> dict[str, float]:
-    """Time the bare model on the texts in one call (wall and CPU), optionally per session."""
-    from app.embedding.pool import load_model
+                   *, per_session: bool, model_name: str = "") -> dict[str, float]:
+    """Time the bare model (`model_name`, default the default) on all the texts in slices of
+    `batch_size`, as the server encodes a store (wall and CPU), optionally once per session;
+    one untimed warm-up slice (the server was warm too)."""
+    from app.embedding.backends import load_model
 
-    model = load_model("", threads=threads)
+    model = load_model(model_name, threads=threads)
     every = [t for texts in texts_by_session.values() for t in texts]
 
     def encode(texts: list[str]) -> None:
-        model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                     convert_to_numpy=True, show_progress_bar=False)
+        for i in range(0, len(texts), batch_size):
+            model.encode_passages(texts[i: i + batch_size])
 
-    encode(every[:batch_size * 2])  # warm-up, untimed (the server was warm too)
+    encode(every[:batch_size])
     began, cpu_began = time.perf_counter(), time.process_time()
     encode(every)
     timings = {"one_call": time.perf_counter() - began,
