@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -280,14 +280,7 @@ class _ImportPlan:
         """
         if not stored:
             return self
-        file_chunks: dict[str, set[tuple[tuple[str, ...], int]]] = {}
-        for m in self.memories:
-            if not m.summary_of:
-                file_chunks.setdefault(m.session_id, set()).add((tuple(m.msg_ids), m.part))
-        own_chunks: dict[str, set[tuple[tuple[str, ...], int]]] = {}
-        for m in held:
-            if not m.summary_of:
-                own_chunks.setdefault(m.session_id, set()).add((tuple(m.msg_ids), m.part))
+        file_chunks, own_chunks = _chunks_by_session(self.memories), _chunks_by_session(held)
         incoming: dict[str, dict[str, MessageRecord]] = {}
         for message in self.messages:
             incoming.setdefault(message.session_id, {})[message.msg_id] = message
@@ -331,6 +324,16 @@ class _ImportPlan:
             events=[e for e in self.events if e.memory_id not in dropped],
             sessions=[s for s in self.sessions if s.session_id not in merged],
             archive=[a for a in self.archive if a.memory_id not in dropped])
+
+
+def _chunks_by_session(memories: Iterable[MemoryRecord]
+                       ) -> dict[str, set[tuple[tuple[str, ...], int]]]:
+    """session id -> the (msg_ids, part) of its chunks (summaries left out)."""
+    chunks: dict[str, set[tuple[tuple[str, ...], int]]] = {}
+    for m in memories:
+        if not m.summary_of:
+            chunks.setdefault(m.session_id, set()).add((tuple(m.msg_ids), m.part))
+    return chunks
 
 
 def _parse(body: bytes) -> tuple[ExportHeader, list[tuple[int, str, Any]]]:
