@@ -431,7 +431,8 @@ class E5TorchEncoder:
     """
 
     def __init__(self, weights: E5Bin, *, dtype: torch.dtype) -> None:
-        self._weights = weights  # keeps the memory map (word embeddings) open
+        # The model keeps a view of the memory map (the word embeddings); the rest of the
+        # parsed file (250k piece strings) is dropped once the tokenizer's table is built.
         self._model = E5Model(weights, dtype)
         self._tokenizer = E5Tokenizer(weights.tokenizer)
         self._bos = weights.tokenizer.bos
