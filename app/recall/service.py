@@ -181,8 +181,16 @@ class RecallService:
             for c in candidates:
                 if c.memory.session_id in favoured:
                     c.relevance = max(c.relevance, min_score)
+        # min_score decides whether the question has an answer here (abstention: nothing
+        # passes, nothing is returned). Once a memory passes, weaker matches down to a share
+        # of it fill what the budget leaves after every passing memory: the context of an
+        # answer ("when did we move, and why?", the turns around an event) shares fewer of
+        # the question's words than the answer does. They are not counted as hits.
+        admitted = min_score
+        if any(c.relevance >= min_score for c in candidates):
+            admitted = min_score * s.recall_context_threshold_factor
         ranked = sorted(
-            (c for c in candidates if c.relevance >= min_score),
+            (c for c in candidates if c.relevance >= admitted),
             # Near-equal scores (same to 3 decimals): the more recent memory first.
             key=lambda c: (round(c.score, 3), c.when, c.memory.id), reverse=True,
         )
@@ -201,7 +209,8 @@ class RecallService:
         # Long-term facts first, otherwise the packing order (best first, a newer statement
         # of a fact ahead of the older one: `_newer_first`). The sort is stable.
         packed.sort(key=lambda p: _layer(p.candidate.memory) != Layer.longterm)
-        self._hits.record(request.namespace, [p.candidate.memory.id for p in packed])
+        self._hits.record(request.namespace, [p.candidate.memory.id for p in packed
+                                              if p.candidate.relevance >= min_score])
 
         language = request.language
         if language == BlockLanguage.auto:

@@ -245,8 +245,16 @@ class WhyNotService:
                 "reason": f"its relevance {candidate.relevance:.3f} is below the threshold "
                 f"{threshold:.3f} (vector part {candidate.vector:.3f}, keyword part "
                 f"{candidate.keyword:.3f})"})
-        passed = "it passed the threshold" if candidate.relevance >= threshold else \
-            "below the threshold, it was taken in as the newer statement of a returned fact"
+        context_floor = threshold * traced._settings.recall_context_threshold_factor
+        if candidate.relevance >= threshold:
+            passed = "it passed the threshold"
+        elif candidate.relevance >= context_floor:
+            passed = ("below the threshold but above the context floor "
+                      f"{context_floor:.3f}, it fills the budget after the memories that pass "
+                      "(the question has an answer) and is not counted as a hit")
+        else:
+            passed = "below the threshold, it was taken in as the newer statement of a " \
+                "returned fact"
         if memory_id in trace.lower_tier:
             passed += (" (only the per-call min_score lets it in, so it is packed after "
                        "every memory that passes the configured one)")

@@ -150,3 +150,43 @@ class TestTopK:
                                                   for m in body["memories"])  # no repeats
         assert "n1" in firsts[0][1]
         assert all(f == firsts[0] for f in firsts), firsts
+
+
+class TestContextAfterAnAnswer:
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_weaker_matches_follow_an_answer_and_are_not_hits(
+            self, open_client: Any, language: str) -> None:
+        """min_score decides whether the question has an answer; once one memory passes it,
+        weaker ones down to the context floor fill the budget after it, uncounted."""
+        day, noise, query = NOTES[language]
+        async with open_client(hit_flush_seconds=3600) as client:
+            state = client.app.state.engram
+            await store_day_and_noise(client, day, noise, namespace=language)
+            scored = await recall(client, query, namespace=language, min_score=0)
+            relevance = {m["id"]: m["explain"]["relevance"] for m in scored["memories"]}
+            best, second = sorted(relevance, key=relevance.__getitem__, reverse=True)[:2]
+            assert relevance[best] > relevance[second] > 0, relevance
+            # A threshold the best memory passes and the second does not, although the
+            # second is above the context floor (threshold x factor).
+            factor = state.settings.recall_context_threshold_factor
+            threshold = min(relevance[best] - 1e-3, relevance[second] / factor - 1e-3)
+            assert relevance[second] < threshold
+            await state.hits.flush()
+            hits_before = {i: (await client.get(f"/v1/memories/{i}")).json()["hit_count"]
+                           for i in (best, second)}
+
+            body = await recall(client, query, namespace=language, min_score=threshold)
+            ids = [m["id"] for m in body["memories"]]
+            assert ids[0] == best and second in ids, body["memories"]
+            passes = [m["explain"]["relevance"] >= threshold for m in body["memories"]]
+            assert passes == sorted(passes, reverse=True), "context after every answer"
+            await state.hits.flush()
+            hits_after = {i: (await client.get(f"/v1/memories/{i}")).json()["hit_count"]
+                          for i in (best, second)}
+            assert hits_after == {best: hits_before[best] + 1, second: hits_before[second]}
+
+            # Nothing passes: nothing is returned, however close the rest is (abstention).
+            above = relevance[best] + 1e-3
+            if above <= 1:
+                assert (await recall(client, query, namespace=language,
+                                     min_score=above))["memories"] == []
