@@ -178,7 +178,10 @@ class MemoryBuilder:
         # Order matters for crash safety: memories, then events, then the raw log marked done
         # together with the ledger (both derived; a ledger written ahead of the raw log is
         # rewritten by the replay). Replaying any suffix of these steps is harmless.
-        await self._repo.upsert_memories(records)
+        # Only new chunks (a session's first build, an import): their ids were read as absent
+        # under the lock just now (`existing`), so they are appended, not merged.
+        await self._repo.upsert_memories(
+            records, absent=not any(r.id in existing for r in records))
         rewritten = {r.id for r in records}
         await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
                                              for m in pins if m.id not in rewritten])
