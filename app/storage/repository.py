@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -177,6 +179,10 @@ def _search_record(row: dict[str, Any]) -> MemoryRecord:
     # costs ~1 ms per search); a null column takes the field default.
     return MemoryRecord(**{k: v for k, v in row.items() if v is not None})
 
+
+# Events collected instead of written (`Repository.collecting_events`); None: write them.
+_COLLECTED_EVENTS: ContextVar[list[EventRecord] | None] = ContextVar("collected_events",
+                                                                      default=None)
 
 # How long a vector search trusts what it last saw of the vector index (`_vector_indexed`).
 _INDEX_RECHECK_SECONDS = 10.0
@@ -877,8 +883,28 @@ class Repository:
     # --- events (append-only) ----------------------------------------------------------
 
     async def append_events(self, events: Sequence[EventRecord]) -> None:
-        # Insert-if-absent: replaying a half-finished build after a crash does not log twice.
+        """Insert-if-absent: replaying a half-finished build after a crash does not log twice.
+
+        Inside `collecting_events` (this task and the ones it starts) the events are only
+        collected: its caller writes them, with its own, in one commit.
+        """
+        collected = _COLLECTED_EVENTS.get()
+        if collected is not None:
+            collected.extend(events)
+            return
         await self._insert_new("events", "id", events)
+
+    @staticmethod
+    @contextmanager
+    def collecting_events(into: list[EventRecord]) -> Iterator[list[EventRecord]]:
+        """`append_events` calls of the block add to `into` instead of writing: the caller
+        writes `into` itself (one commit where there were two in a row: a build's events,
+        then those of its superseded search). Nothing is durable until the caller writes."""
+        token = _COLLECTED_EVENTS.set(into)
+        try:
+            yield into
+        finally:
+            _COLLECTED_EVENTS.reset(token)
 
     async def events_for(self, namespace: str, memory_id: str) -> list[EventRecord]:
         where = f"namespace = {sql_str(namespace)} AND memory_id = {sql_str(memory_id)}"

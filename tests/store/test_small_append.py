@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from tests.conftest import make_settings
 from tests.helpers import all_memories, wait_idle
 
@@ -195,3 +197,48 @@ class TestNewSessionBuild:
         event_ids = [e.id for e in events]
         assert len(event_ids) == len(set(event_ids))
         assert {r.state for r in await repo.session_messages("alice", "import-1")} == {"done"}
+
+
+# (older fact and its day's other notes, a later unrelated note, the later change), in three
+# sessions: the last build's superseded search finds the older memory (the pairs of
+# tests/recall/test_newer_facts.py).
+_RESTATED = {
+    "zh": (["下周二上午我要去医院体检，要空腹。", "今天下午开了一个很长的会。"],
+           "周末想去图书馆看看书。", "体检改到周四了，还是上午。"),
+    "en": (["My dentist appointment is on Tuesday at 3pm.", "Sat through a very long meeting."],
+           "Thinking of going to the library this weekend.",
+           "The dentist appointment moved to Thursday morning."),
+}
+
+
+@pytest.mark.parametrize("language", sorted(_RESTATED))
+async def test_a_build_writes_its_events_and_the_superseded_ones_in_one_commit(
+        client: Any, language: str) -> None:
+    repo = client.app.state.engram.repo
+    old, unrelated, new = _RESTATED[language]
+
+    async def day(session_id: str, texts: list[str], date: str) -> dict[str, Any]:
+        response = await client.post("/v1/store", json={
+            "namespace": language, "session_id": session_id, "messages": [
+                {"msg_id": f"{session_id}-{i}", "role": "user", "content": text,
+                 "timestamp": f"2026-03-{date}T09:0{i}:00Z"} for i, text in enumerate(texts)]})
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    await day("day1", old, "02")
+    await day("day2", [unrelated], "05")
+    with recording(repo) as calls:
+        later = await day("day3", [new], "09")
+    # One events commit for the build's `created` event and the older memory's
+    # `superseded` one, before the raw log is marked done.
+    events_writes = [i for i, (name, op) in enumerate(calls) if name == "events"]
+    assert len(events_writes) == 1, calls
+    assert events_writes[0] < calls.index(("messages", "update")), calls
+    events = await repo.namespace_events(language)
+    superseded = [e for e in events if e.event == "superseded"]
+    assert superseded and all(later["memories_created"][0] in e.metadata
+                              for e in superseded), events
+    created = [e for e in events if e.event == "created"]
+    assert {e.memory_id for e in created} == {m.id for m in await repo.namespace_memories(
+        language, with_vector=False)}
