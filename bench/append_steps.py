@@ -7,9 +7,15 @@ calls (each a LanceDB query or a group commit), the embedding pool, the builder'
 Steps overlap (reads run at once, commits are awaited by several callers), so the rows do
 not add up to the request; they say which steps there are, how many, and what each costs.
 
+With `--locomo FILE`, the same step timing for a LoCoMo-style import instead (one `wait=true`
+call per session, as bench/import_vs_mem0.py), per store call, with this process's CPU
+seconds (all threads: model, LanceDB, Python) per call; `--profile OUT` writes a cProfile
+of the timed part (the event-loop thread only).
+
 Usage (from the repository root; `ENGRAM_EMBEDDING_MODEL=multilingual-e5-small` for e5):
 
     PYTHONPATH=. .venv/bin/python bench/append_steps.py --appends 20
+    PYTHONPATH=. .venv/bin/python bench/append_steps.py --locomo ../shared/data/locomo-dev.json
 """
 
 from __future__ import annotations
@@ -78,8 +84,8 @@ def instrument() -> None:
         timed(StoreService, name)
 
 
-def report(mode: str, appends: int) -> None:
-    print(f"=== 2-message appends, {mode} ({appends})")
+def report(mode: str, appends: int, *, what: str = "2-message appends") -> None:
+    print(f"=== {what}, {mode} ({appends})")
     for name, values in sorted(spans.items(), key=lambda kv: -sum(kv[1])):
         ordered = sorted(values)
         print(f"{name:49s} calls/append {len(values) / appends:4.1f}  "
@@ -88,7 +94,8 @@ def report(mode: str, appends: int) -> None:
     spans.clear()
 
 
-async def run(appends: int, data_dir: Path, *, threads: int) -> None:
+async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
+              conversations: int = 1, profile: str = "") -> None:
     settings = make_settings(data_dir, compression_enabled=False, embedding_threads=threads,
                              log_level="WARNING")
     # The configured model (ENGRAM_EMBEDDING_MODEL; empty: the default), as the server loads it.
@@ -102,12 +109,17 @@ async def run(appends: int, data_dir: Path, *, threads: int) -> None:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench",
                                      timeout=300) as client:
-            async def post(session_id: str, messages: list[dict[str, Any]], wait: bool) -> None:
+            async def post(session_id: str, messages: list[dict[str, Any]], wait: bool, *,
+                           namespace: str = "bench") -> None:
                 response = await client.post("/v1/store", json={
-                    "namespace": "bench", "session_id": session_id, "messages": messages,
+                    "namespace": namespace, "session_id": session_id, "messages": messages,
                     "wait": wait})
                 response.raise_for_status()
 
+            if locomo:
+                await import_locomo(post, locomo, conversations, profile)
+                await pool.close()
+                return
             await post("seed", chat_messages(rng, 20, id_prefix="seed-"), True)
             for mode, wait in (("wait=true", True), ("wait=false", False)):
                 for i in range(appends + 3):  # the first 3 warm up
@@ -127,14 +139,55 @@ async def run(appends: int, data_dir: Path, *, threads: int) -> None:
     await pool.close()
 
 
+async def import_locomo(post: Callable[..., Any], path: str, conversations: int,
+                        profile: str) -> None:
+    """One `wait=true` store per LoCoMo session (bench/locomo.py's messages), after one
+    untimed warm-up session in another namespace; steps and CPU seconds per call."""
+    import cProfile
+
+    from bench.locomo import load
+
+    sessions = [(s.namespace, sid, msgs) for s in load(Path(path), limit=conversations)
+                for sid, msgs in s.sessions]
+    namespace, session_id, messages = sessions[0]
+    await post_to(post, "warm-up", session_id, messages)
+    spans.clear()
+    profiler = cProfile.Profile() if profile else None
+    cpu, wall = time.process_time(), time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    for namespace, session_id, messages in sessions:
+        phase.set("")
+        started = time.perf_counter()
+        await post_to(post, namespace, session_id, messages)
+        spans["REQUEST"].append(1000 * (time.perf_counter() - started))
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    turns = sum(len(m) for _, _, m in sessions)
+    report("wait=true", len(sessions), what="LoCoMo sessions, one store call each")
+    print(f"{len(sessions)} calls, {turns} turns: {wall:.1f} s wall ({turns / wall:.1f} turns/s), "
+          f"{cpu:.2f} CPU s ({cpu / len(sessions):.3f} per call, all threads)")
+
+
+async def post_to(post: Callable[..., Any], namespace: str, session_id: str,
+                  messages: list[dict[str, Any]]) -> None:
+    await post(session_id, messages, True, namespace=namespace)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--appends", type=int, default=20, help="per mode")
     parser.add_argument("--threads", type=int, default=1, help="the model's torch threads")
+    parser.add_argument("--locomo", default="", help="LoCoMo JSON: time an import instead")
+    parser.add_argument("--conversations", type=int, default=1, help="with --locomo")
+    parser.add_argument("--profile", default="", help="with --locomo: cProfile output file")
     args = parser.parse_args()
     instrument()
     with tempfile.TemporaryDirectory(prefix="engram-append-") as tmp:
-        asyncio.run(run(args.appends, Path(tmp), threads=args.threads))
+        asyncio.run(run(args.appends, Path(tmp), threads=args.threads, locomo=args.locomo,
+                        conversations=args.conversations, profile=args.profile))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -178,6 +180,13 @@ def _search_record(row: dict[str, Any]) -> MemoryRecord:
     return MemoryRecord(**{k: v for k, v in row.items() if v is not None})
 
 
+# Events collected instead of written (`Repository.collecting_events`); None: write them.
+_COLLECTED_EVENTS: ContextVar[list[EventRecord] | None] = ContextVar("collected_events",
+                                                                      default=None)
+
+# How long a vector search trusts what it last saw of the vector index (`_vector_indexed`).
+_INDEX_RECHECK_SECONDS = 10.0
+
 # IVF_PQ query settings: partitions probed, and candidates re-ranked on full vectors.
 _VECTOR_NPROBES = 32
 _VECTOR_REFINE = 4
@@ -207,6 +216,8 @@ class Repository:
         self._compact_due: dict[str, int] = dict.fromkeys(tables, compact_unindexed_every)
         self._compacting: dict[str, asyncio.Task[None]] = {}
         self.last_write_monotonic = time.monotonic()
+        # (monotonic time asked, whether the memories table has a vector index): `_vector_indexed`
+        self._vector_index_seen: tuple[float, bool] | None = None
         # Lease objects ordering namespace writes across hosts (leases.py); None: lock files.
         self.leases: LeaseStore | None = None
         # Small namespaces' memories for exact searches (namespace_cache.py); every write to
@@ -292,6 +303,7 @@ class Repository:
         self._schemas["memories"] = await memories.schema()
         self.embedding_dim = dim
         self.namespace_cache.clear()
+        self._vector_index_seen = None  # the index went with the column
         self._wrote("memories")
 
     async def all_memories(self) -> list[MemoryRecord]:
@@ -491,11 +503,26 @@ class Repository:
 
     # --- memories ----------------------------------------------------------------------
 
-    async def upsert_memories(self, memories: Sequence[MemoryRecord]) -> None:
+    async def upsert_memories(self, memories: Sequence[MemoryRecord], *,
+                              absent: bool = False) -> None:
+        """Write memories: merged on their id, or with `absent` appended without a merge.
+
+        `absent`: the caller read every one of these ids as not stored, under the namespace
+        write lock that every writer of them holds (a build's new chunks: their ids derive
+        from their own namespace and session, and the build read that session's memories
+        under the lock). A merge joins its rows against the whole table (~60 ms for a
+        session's 6 new chunks here), an append only writes a fragment. Merged anyway when
+        reads may lag other processes' commits (absent-when-read would prove nothing).
+        """
         for memory in memories:
             if memory.vector is None or len(memory.vector) != self.embedding_dim:
                 raise ValueError(f"memory {memory.id} has no {self.embedding_dim}-d vector")
-        await self._upsert("memories", "id", memories)
+        if not (absent and self._reads_see_every_write and memories):
+            await self._upsert("memories", "id", memories)
+            return
+        data = self._arrow("memories", memories)
+        await self._write("memories", Append(
+            data, change=Change(rows=data.select([*self._search_columns(), "vector"]))))
 
     async def get_memory(self, memory_id: str, *, namespaces: Collection[str] | None
                          ) -> MemoryRecord | None:
@@ -679,7 +706,12 @@ class Repository:
         for a small namespace an exhaustive scan is both faster and exact, while an IVF
         index probing a few partitions may hold too few of its rows (LANCEDB_NOTES.md #6).
         An exact search of a small namespace runs on its in-process copy (namespace_cache.py).
+        While the table has no vector index every search is exact (LanceDB compares every
+        row), so it is run as one: a small namespace's search then costs no LanceDB query
+        (a build's superseded search runs one per new memory).
         """
+        if not exact and not await self._vector_indexed():
+            exact = True
         if exact:
             cache = self.namespace_cache
             copy = await cache.get(where.namespace, load=True)
@@ -777,6 +809,16 @@ class Repository:
         indices = await self._tables["memories"].list_indices()
         return any(tuple(index.columns) == ("vector",) for index in indices)
 
+    async def _vector_indexed(self) -> bool:
+        """`has_vector_index`, asked again at most every `_INDEX_RECHECK_SECONDS` (another
+        process may build the index; until this one sees it, its searches are exhaustive:
+        exact, only slower on a large namespace)."""
+        now = time.monotonic()
+        if self._vector_index_seen is None or now - self._vector_index_seen[0] > \
+                _INDEX_RECHECK_SECONDS:
+            self._vector_index_seen = (now, await self.has_vector_index())
+        return self._vector_index_seen[1]
+
     async def ensure_vector_index(self, *, min_rows: int) -> bool:
         """Build the IVF_PQ (cosine) index on memory vectors once the table holds `min_rows`.
 
@@ -803,6 +845,7 @@ class Repository:
                          num_sub_vectors=sub_vectors),
             replace=True,
         )
+        self._vector_index_seen = None
         log.info("vector_index_built", rows=rows, partitions=partitions,
                  seconds=round(time.monotonic() - started, 1))
         return True
@@ -840,8 +883,28 @@ class Repository:
     # --- events (append-only) ----------------------------------------------------------
 
     async def append_events(self, events: Sequence[EventRecord]) -> None:
-        # Insert-if-absent: replaying a half-finished build after a crash does not log twice.
+        """Insert-if-absent: replaying a half-finished build after a crash does not log twice.
+
+        Inside `collecting_events` (this task and the ones it starts) the events are only
+        collected: its caller writes them, with its own, in one commit.
+        """
+        collected = _COLLECTED_EVENTS.get()
+        if collected is not None:
+            collected.extend(events)
+            return
         await self._insert_new("events", "id", events)
+
+    @staticmethod
+    @contextmanager
+    def collecting_events(into: list[EventRecord]) -> Iterator[list[EventRecord]]:
+        """`append_events` calls of the block add to `into` instead of writing: the caller
+        writes `into` itself (one commit where there were two in a row: a build's events,
+        then those of its superseded search). Nothing is durable until the caller writes."""
+        token = _COLLECTED_EVENTS.set(into)
+        try:
+            yield into
+        finally:
+            _COLLECTED_EVENTS.reset(token)
 
     async def events_for(self, namespace: str, memory_id: str) -> list[EventRecord]:
         where = f"namespace = {sql_str(namespace)} AND memory_id = {sql_str(memory_id)}"

@@ -67,6 +67,7 @@ class Append:
     the table (~15 ms for 2 rows here), an `add` only writes a fragment (~4 ms)."""
 
     rows: pa.Table
+    change: Any = None  # what the write does to cached copies (namespace_cache.Change)
 
 
 @dataclass

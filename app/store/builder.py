@@ -178,16 +178,21 @@ class MemoryBuilder:
         # Order matters for crash safety: memories, then events, then the raw log marked done
         # together with the ledger (both derived; a ledger written ahead of the raw log is
         # rewritten by the replay). Replaying any suffix of these steps is harmless.
-        await self._repo.upsert_memories(records)
+        # Only new chunks (a session's first build, an import): their ids were read as absent
+        # under the lock just now (`existing`), so they are appended, not merged.
+        await self._repo.upsert_memories(
+            records, absent=not any(r.id in existing for r in records))
         rewritten = {r.id for r in records}
         await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
                                              for m in pins if m.id not in rewritten])
-        # The superseded search reads the memories just written; its events and the build's
-        # go to the events table together (one commit when they meet in its writer's queue).
-        await asyncio.gather(
-            self._repo.append_events(events),
-            mark_superseded(self._repo, records, now=now,
-                            threshold=self._settings.model_profile.supersede_cosine))
+        # The superseded search reads the memories just written (on the namespace's copy,
+        # while the table has no vector index: ~2 ms); its events and the build's go to the
+        # events table in one commit, before the raw log is marked done (they were two
+        # commits in a row when the search found a restated fact: most appends of a chat).
+        with self._repo.collecting_events(list(events)) as together:
+            await mark_superseded(self._repo, records, now=now,
+                                  threshold=self._settings.model_profile.supersede_cosine)
+        await self._repo.append_events(together)
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted, namespace=namespace)
             await self._repo.delete_events(outcome.deleted)

@@ -60,7 +60,7 @@ class TestCompactionByRows:
     async def test_a_restart_remembers_the_rows_outside_the_index(
             self, open_client: Any, data_dir: Any) -> None:
         later = ["搬家公司约在下个月三号。", "Book the flight to Osaka for the wedding."]
-        async with open_client() as client:
+        async with open_client(hit_flush_seconds=3600) as client:
             await store_and_read(client)
             for i, note in enumerate(later):  # written after the index: outside it
                 await store(client, [{"msg_id": f"l{i}", "role": "user", "content": note}],

@@ -205,3 +205,30 @@ async def test_large_namespaces_are_not_copied(repos: tuple[Repository, Reposito
     await cached.vector_search(unit(np.random.default_rng(1)), replace(where, namespace="bob"),
                                limit=5, exact=True)
     assert cached.namespace_cache.size("bob") == 30
+
+
+async def test_unindexed_table_answers_every_search_from_the_copy(
+        repos: tuple[Repository, Repository]) -> None:
+    """Without a vector index LanceDB compares every row anyway: a search not asked to be
+    exact (a build's superseded search) is one, on the copy, with LanceDB's exact answer;
+    memories appended as new (`absent=True`) reach the copy without a reload."""
+    cached, plain = repos
+    assert not await cached.has_vector_index()
+    rng = np.random.default_rng(3)
+    for where in FILTERS:
+        query = unit(rng)
+        ours = await cached.vector_search(query, where, limit=15)
+        theirs = await plain.vector_search(query, where, limit=15, exact=True)
+        assert [h.memory for h in ours] == [h.memory for h in theirs], where
+        assert [h.cosine for h in ours] == pytest.approx([h.cosine for h in theirs], abs=1e-6)
+    loads = cached.namespace_cache.loads
+    assert cached.namespace_cache.size("alice") == 120
+    new = memory(700, rng, text="user: 锅炉下周一检修 the boiler is serviced on Monday")
+    await cached.upsert_memories([new], absent=True)
+    hits = await cached.vector_search(new.vector or [], SearchFilter(namespace="alice"), limit=1)
+    assert [h.memory.id for h in hits] == ["m700"]
+    assert cached.namespace_cache.loads == loads  # brought up to date, not reloaded
+    assert cached.namespace_cache.size("alice") == 121
+    theirs = await plain.vector_search(new.vector or [], SearchFilter(namespace="alice"),
+                                       limit=1, exact=True)
+    assert [h.memory.id for h in theirs] == ["m700"]

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from tests.conftest import make_settings
 from tests.helpers import all_memories, wait_idle
 
@@ -134,3 +136,109 @@ class TestWaitingSmallAppend:
         # A small append's time is mostly the pass over its grown chunk: on this 2-core
         # machine, busy, 2 torch threads made that pass 2-7x slower than 1 (benchmarks §7).
         assert make_settings(tmp_path).embedding_threads == 1
+
+
+# A new session of several chunks (a LoCoMo-style import call), English and Chinese turns.
+_IMPORT_TURNS = [
+    {"msg_id": f"i{n}", "role": "user" if n % 2 == 0 else "assistant",
+     "content": (f"Turn {n}: we planned the Lisbon trip, flights on Friday and a hotel near "
+                 f"the river, budget {n * 100} euros. " if n % 3 else
+                 f"第{n}轮：我们讨论了杭州出差的行程，周二上午的高铁，"
+                 f"住在西湖附近，预算{n * 100}元。")}
+    for n in range(14)]
+
+
+class TestNewSessionBuild:
+    async def test_new_chunks_are_appended_and_searched_in_process(self, client: Any) -> None:
+        repo = client.app.state.engram.repo
+        await seed_session(client)  # the namespace holds memories: the superseded search runs
+        with recording(repo) as calls:
+            response = await client.post("/v1/store", json={
+                "namespace": "alice", "session_id": "import-1", "messages": _IMPORT_TURNS})
+        assert response.status_code == 200, response.text
+        created = response.json()["memories_created"]
+        assert len(created) >= 3, response.json()
+        # Every chunk is new (its id was read as absent under the namespace lock): one
+        # append, no merge joining the rows against the whole memories table.
+        memory_writes = [op for name, op in calls if name == "memories"
+                         and op in ("add", "merge_insert", "update", "delete")]
+        assert memory_writes == ["add"], calls
+        # The table has no vector index: the superseded search of each new memory runs on
+        # the namespace's in-process copy (at most one query loads it), not a LanceDB
+        # query per memory. Besides: the session's memories read and the firewall's search.
+        assert calls.count(("memories", "query")) <= 3, calls
+        stored = await all_memories(client)
+        assert sorted(m["id"] for m in stored if m["session_id"] == "import-1") == sorted(created)
+        texts = " ".join(m["text"] for m in stored)
+        assert "Lisbon" in texts and "杭州" in texts
+
+    async def test_a_replayed_build_writes_no_memory_twice(self, client: Any) -> None:
+        """A crash after the appended memories landed, before the raw log was marked done:
+        the build runs again (here: the same session sent again with `wait=true`, which
+        builds pending messages) and finds every chunk stored with its text."""
+        repo = client.app.state.engram.repo
+        body = {"namespace": "alice", "session_id": "import-1", "messages": _IMPORT_TURNS}
+        first = await client.post("/v1/store", json=body)
+        assert first.status_code == 200, first.text
+        rows = await repo.session_messages("alice", "import-1")
+        for row in rows:
+            row.state = "pending"
+        await repo.upsert_messages(rows)  # as the crash left them
+        with recording(repo) as calls:
+            again = await client.post("/v1/store", json=body)
+        assert again.status_code == 200, again.text
+        assert again.json()["status"] == "unchanged"
+        assert not [c for c in calls if c[0] == "memories"
+                    and c[1] in ("add", "merge_insert", "update", "delete")], calls
+        memories = await repo.session_memories("alice", "import-1")
+        ids = [m.id for m in memories]
+        assert len(ids) == len(set(ids)) == len(first.json()["memories_created"])
+        events = await repo.namespace_events("alice")
+        event_ids = [e.id for e in events]
+        assert len(event_ids) == len(set(event_ids))
+        assert {r.state for r in await repo.session_messages("alice", "import-1")} == {"done"}
+
+
+# (older fact and its day's other notes, a later unrelated note, the later change), in three
+# sessions: the last build's superseded search finds the older memory (the pairs of
+# tests/recall/test_newer_facts.py).
+_RESTATED = {
+    "zh": (["下周二上午我要去医院体检，要空腹。", "今天下午开了一个很长的会。"],
+           "周末想去图书馆看看书。", "体检改到周四了，还是上午。"),
+    "en": (["My dentist appointment is on Tuesday at 3pm.", "Sat through a very long meeting."],
+           "Thinking of going to the library this weekend.",
+           "The dentist appointment moved to Thursday morning."),
+}
+
+
+@pytest.mark.parametrize("language", sorted(_RESTATED))
+async def test_a_build_writes_its_events_and_the_superseded_ones_in_one_commit(
+        client: Any, language: str) -> None:
+    repo = client.app.state.engram.repo
+    old, unrelated, new = _RESTATED[language]
+
+    async def day(session_id: str, texts: list[str], date: str) -> dict[str, Any]:
+        response = await client.post("/v1/store", json={
+            "namespace": language, "session_id": session_id, "messages": [
+                {"msg_id": f"{session_id}-{i}", "role": "user", "content": text,
+                 "timestamp": f"2026-03-{date}T09:0{i}:00Z"} for i, text in enumerate(texts)]})
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    await day("day1", old, "02")
+    await day("day2", [unrelated], "05")
+    with recording(repo) as calls:
+        later = await day("day3", [new], "09")
+    # One events commit for the build's `created` event and the older memory's
+    # `superseded` one, before the raw log is marked done.
+    events_writes = [i for i, (name, op) in enumerate(calls) if name == "events"]
+    assert len(events_writes) == 1, calls
+    assert events_writes[0] < calls.index(("messages", "update")), calls
+    events = await repo.namespace_events(language)
+    superseded = [e for e in events if e.event == "superseded"]
+    assert superseded and all(later["memories_created"][0] in e.metadata
+                              for e in superseded), events
+    created = [e for e in events if e.event == "created"]
+    assert {e.memory_id for e in created} == {m.id for m in await repo.namespace_memories(
+        language, with_vector=False)}
