@@ -149,9 +149,8 @@ class Settings(BaseSettings):
     # applied to min_score (the user asserts the memory exists).
     recall_reference_boost: float = Field(default=1.25, ge=1, le=3)
     recall_reference_threshold_factor: float = Field(default=0.7, ge=0, le=1)
-    # A counting question ("有几个人…", "how many …"): the factor applied to min_score (it
-    # asks for every memory holding the attribute, whatever its value).
-    recall_count_threshold_factor: float = Field(default=0.7, ge=0, le=1)
+    # A counting question ("有几个人…", "how many …") lowers min_score by the model's
+    # `count_threshold_factor` (app/embedding/profiles.py; ENGRAM_EMBEDDING_PROFILE sets it).
     # Hits are buffered and written in one batch this often (or sooner when this many memory
     # ids are pending). Each write leaves a fragment that slows searches until compaction.
     hit_flush_seconds: float = Field(default=10.0, gt=0)

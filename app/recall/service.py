@@ -169,8 +169,9 @@ class RecallService:
             default_min_score *= s.recall_reference_threshold_factor
         if parsed.counts:
             # Every instance is asked for, also those the question's condition rules out.
-            min_score *= s.recall_count_threshold_factor
-            default_min_score *= s.recall_count_threshold_factor
+            # How much weaker such a memory scores is the model's (its profile).
+            min_score *= s.model_profile.count_threshold_factor
+            default_min_score *= s.model_profile.count_threshold_factor
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
 
