@@ -303,11 +303,19 @@ class TestKindsAndTheirMembers:
                     "My cousin Mia lives in Leeds.", "It may rain tomorrow."],
              "What is cousin Mia's occupation?"),
         ), id="occupation"),
+        pytest.param((
+            ("zh", ["今天下午去超市买了水果。", "三月开始上大提琴课了。",
+                    "我家楼下新开了一家面包店。", "明天可能会下雨。"], "我学的是什么乐器？"),
+            ("en", ["Bought some fruit this afternoon.", "I started cello lessons in March.",
+                    "A new bakery opened downstairs.", "It may rain tomorrow."],
+             "Which instrument do I play?"),
+        ), id="instrument"),
     ])
     async def test_a_thing_asked_by_its_kind_is_found_by_its_name(
             self, client: Any, cases: tuple[tuple[str, list[str], str], ...]) -> None:
-        """The user names the thing ("博世洗碗机", "a Pixel", "女儿", "护士") and asks by its
-        kind (家电, phone, family, 职业); nothing else in the question matches the note."""
+        """The user names the thing ("博世洗碗机", "a Pixel", "女儿", "护士", "大提琴") and
+        asks by its kind (家电, phone, family, 职业, 乐器); nothing else in the question
+        matches the note."""
         for namespace, notes, query in cases:
             await one_memory_each(client, notes, namespace=namespace, prefix="n")
             body = await recall(client, query, namespace=namespace, max_tokens=60)
