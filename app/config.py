@@ -149,9 +149,8 @@ class Settings(BaseSettings):
     # applied to min_score (the user asserts the memory exists).
     recall_reference_boost: float = Field(default=1.25, ge=1, le=3)
     recall_reference_threshold_factor: float = Field(default=0.7, ge=0, le=1)
-    # A counting question ("有几个人…", "how many …"): the factor applied to min_score (it
-    # asks for every memory holding the attribute, whatever its value).
-    recall_count_threshold_factor: float = Field(default=0.7, ge=0, le=1)
+    # A counting question ("有几个人…", "how many …") lowers min_score by the model's
+    # `count_threshold_factor` (app/embedding/profiles.py; ENGRAM_EMBEDDING_PROFILE sets it).
     # Once a memory passes min_score (the question has an answer), weaker matches down to
     # this share of it fill the rest of the budget, after every passing memory, as the
     # answer's context; they are not counted as hits. 1: only what passes min_score.

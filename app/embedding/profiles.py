@@ -79,6 +79,18 @@ class ModelProfile:
             restatements sit at 0.57-0.80, e5's at 0.88-0.97 and lower when another line of
             the memory dilutes them (its unrelated Chinese pairs reach 0.91, which the
             shared-subject test rules out).
+        count_threshold_factor: applied to `min_score` for a counting question ("有几个人在
+            厦门工作", "how many colleagues live in Berlin"): the user needs every memory
+            that states the attribute, also those whose value the question's condition
+            rules out ("林婉清在武汉工作"), or the count is wrong. Such a memory shares the
+            attribute but not the value, so its relevance sits far below an answer's, by how
+            much depends on the model's band. Calibrated on counting questions written for
+            the purpose (tests/recall/counting_pairs.py, Chinese and English, each with
+            three memories holding the attribute and four lines of chit-chat): MiniLM's
+            0.7 lets 14 of 15 English ones through and no chit-chat (it reads no Chinese:
+            every Chinese line passes); e5 scores them 0.08-0.28 where they do not hold the
+            value, and 0.25 lets 29 of 30 through with 9 of 40 chit-chat lines, which
+            rank after them. Missing one makes the count wrong; an extra line costs tokens.
     """
 
     name: str
@@ -91,6 +103,7 @@ class ModelProfile:
     keyword_weight_zh: float
     related_cosine: float
     supersede_cosine: float
+    count_threshold_factor: float = 0.7
     cross_script_shift: float | None = None
 
     def cosine_band(self, floor: float, ceiling: float, *, chinese_pair: bool
@@ -122,7 +135,7 @@ E5 = ModelProfile(
     name=E5_NAME, cosine_floor=0.76, cosine_ceiling=0.86,
     zh_floor_shift=0.08, zh_ceiling_shift=0.05, min_score=0.35,
     keyword_weight=0.5, keyword_weight_zh=0.5, related_cosine=0.84,
-    supersede_cosine=0.86, cross_script_shift=0.02,
+    supersede_cosine=0.86, count_threshold_factor=0.25, cross_script_shift=0.02,
 )
 
 GENERIC = replace(MINILM, name="generic")

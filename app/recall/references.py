@@ -101,11 +101,13 @@ _WRAPPER = re.compile(
     r"|my (?:real |actual )?question is)\s*[:,]?",
     re.IGNORECASE,
 )
-# A question that counts ("一共有几场讲座超过两小时", "how many times did I …") needs every
-# memory holding the attribute, also those whose value does not match: the condition
-# ("超过五百人", "以下", "before May") is for the reader to apply, not a keyword.
+# A question that counts ("一共有几场讲座超过两小时", "how many times did I …", "我去过几次
+# 杭州": 几次 after a verb is Chinese's "how often") needs every memory holding the
+# attribute, also those whose value does not match: the condition ("超过五百人", "以下",
+# "before May") is for the reader to apply, not a keyword.
 _COUNTING = re.compile(
-    r"有几(?:个|位|场|次|家|种|天|件|本|部|回)|有多少(?:个|位|人|场|次|家|种|回)?|几个人|一共|总共"
+    r"有几(?:个|位|场|次|家|种|天|件|本|部|回)|有多少(?:个|位|人|场|次|家|种|回)?|几个人"
+    r"|几(?:次|回|遍)|一共|总共"
     r"|\bhow (?:many|often)\b|\bin total\b",
     re.IGNORECASE,
 )

@@ -169,8 +169,9 @@ class RecallService:
             default_min_score *= s.recall_reference_threshold_factor
         if parsed.counts:
             # Every instance is asked for, also those the question's condition rules out.
-            min_score *= s.recall_count_threshold_factor
-            default_min_score *= s.recall_count_threshold_factor
+            # How much weaker such a memory scores is the model's (its profile).
+            min_score *= s.model_profile.count_threshold_factor
+            default_min_score *= s.model_profile.count_threshold_factor
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
 
@@ -342,7 +343,7 @@ class RecallService:
 
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
                 ) -> str | None:
-        """A second-hop query: the best memory's best-matching line plus the question
+        """A second-hop query: the best-matching line of the best memories plus the question
         ("那个规模是八百人的活动，时间是哪天？" finds "秋季厨艺交流会的规模是八百人"; the hop
         then finds that event's time). Also when the line holds every word of the
         question: "我常去的商场是星光百货" answers "我常去的商场怎么样" by name only.
@@ -350,16 +351,28 @@ class RecallService:
         Only from one speaker's statements (or a memory of one message), whose lines name
         the thing they are about; the best line of a dialogue mostly repeats the question's
         own words, and hopping from it cost LoCoMo 2.5 points (docs/benchmarks.md).
+
+        The line is chosen among the lines of the `_HOP_FROM` best such memories, not only
+        the best one's: a day of notes whose several lines each share one common word of
+        the question ("活动", "时间") can outrank, as a whole, the day whose one line names
+        the thing asked about ("规模是八百人"); a model that puts all short notes of a
+        language close together (e5) ranks them by such words. The line with the largest
+        share of the question's (IDF-weighted) terms names it best; a tie goes to the
+        better memory.
         """
         if matcher is None or not found:
             return None
-        top = max(found, key=lambda c: c.score)
-        units = _lines(top.memory)
-        if len(units) > 1 and not _one_speaker(units):
-            return None
-        lines = [line for _, line in units]
+        lines: list[str] = []
+        for rank, c in enumerate(sorted(found, key=lambda c: c.score, reverse=True
+                                        )[:_HOP_FROM]):
+            units = _lines(c.memory)
+            if len(units) > 1 and not _one_speaker(units):
+                if rank == 0:
+                    return None  # the best memory is a dialogue: no hop (see above)
+                continue
+            lines += [line for _, line in units]
         shares = [matcher.share(line) for line in lines]
-        best = max(range(len(lines)), key=lambda i: shares[i])
+        best = max(range(len(lines)), key=lambda i: shares[i])  # the first of equals
         # Also from a line holding every word of the question: "我路过的景区是X" leaves
         # "what is X like" to another memory.
         if shares[best] <= 0:
@@ -687,6 +700,7 @@ class RecallService:
 
 
 _TOKEN_CACHE_SIZE = 50_000
+_HOP_FROM = 3  # memories whose lines a second hop may start from (`_bridge`)
 _EXTRA = 20  # memories taken from a date window or a referenced session
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from app.embedding.names import MINILM_NAME
+from app.embedding.names import DEFAULT_MODEL, MINILM_NAME
+from app.embedding.profiles import profile_for
 from tests.helpers import store
 from tests.recall.test_recall_api import recall
 from tests.recall.test_recall_api import store_notes as one_memory_each  # msg_ids n0, n1, …
@@ -302,11 +303,19 @@ class TestKindsAndTheirMembers:
                     "My cousin Mia lives in Leeds.", "It may rain tomorrow."],
              "What is cousin Mia's occupation?"),
         ), id="occupation"),
+        pytest.param((
+            ("zh", ["今天下午去超市买了水果。", "三月开始上大提琴课了。",
+                    "我家楼下新开了一家面包店。", "明天可能会下雨。"], "我学的是什么乐器？"),
+            ("en", ["Bought some fruit this afternoon.", "I started cello lessons in March.",
+                    "A new bakery opened downstairs.", "It may rain tomorrow."],
+             "Which instrument do I play?"),
+        ), id="instrument"),
     ])
     async def test_a_thing_asked_by_its_kind_is_found_by_its_name(
             self, client: Any, cases: tuple[tuple[str, list[str], str], ...]) -> None:
-        """The user names the thing ("博世洗碗机", "a Pixel", "女儿", "护士") and asks by its
-        kind (家电, phone, family, 职业); nothing else in the question matches the note."""
+        """The user names the thing ("博世洗碗机", "a Pixel", "女儿", "护士", "大提琴") and
+        asks by its kind (家电, phone, family, 职业, 乐器); nothing else in the question
+        matches the note."""
         for namespace, notes, query in cases:
             await one_memory_each(client, notes, namespace=namespace, prefix="n")
             body = await recall(client, query, namespace=namespace, max_tokens=60)
@@ -338,8 +347,9 @@ class TestHopWithoutScaffolding:
 class TestCountingQuestions:
     async def test_every_memory_with_the_attribute_is_returned(self, client: Any) -> None:
         """"有几个人在福建厦门工作？" is answered by reading every workplace stated, also those
-        that do not match the asked city: weaker matches are accepted (min_score × 0.7; a
-        high min_score here, where every short note's cosine is high)."""
+        that do not match the asked city: weaker matches are accepted (min_score times the
+        model's `count_threshold_factor`), also under a min_score above the default."""
+        factor = profile_for(DEFAULT_MODEL).count_threshold_factor
         for namespace, facts, chat, query in (
             ("zh", ["宋嘉树在福建厦门工作。", "林婉清在湖北武汉工作。", "周慕白在云南昆明工作。"],
              ["最近工作有点忙，晚上总加班。", "今天下午去超市买了水果。",
@@ -356,7 +366,7 @@ class TestCountingQuestions:
             body = await recall(client, query, namespace=namespace, max_tokens=300,
                                 min_score=0.5)
             assert {"n0", "n1", "n2"} <= returned_ids(body), (namespace, body["memories"])
-            assert body["min_score"] == pytest.approx(0.5 * 0.7)
+            assert body["min_score"] == pytest.approx(0.5 * factor)
 
     async def test_a_counting_question_finds_every_value(self, client: Any) -> None:
         """"有几个人在40岁以下？": every age stated is needed, none says 40 and no word

@@ -122,6 +122,7 @@ class TestCoverage:
 class TestCountingQuestions:
     @pytest.mark.parametrize("query", [
         "有几个人身高超过一米七？", "我一共去过几次杭州？", "有多少场比赛在周末？",
+        "我去过几次日本？", "这本书你看过几遍？",
         "How many times did I go hiking last month?", "How often do I call my mother?",
     ])
     def test_counting_questions_are_noted(self, query: str) -> None:
