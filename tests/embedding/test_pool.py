@@ -26,8 +26,10 @@ async def test_queries_of_one_turn_share_a_pass_and_a_lone_one_does_not_wait(
         a, _ = await asyncio.gather(pool.embed_query("dentist on Thursday"),
                                     pool.embed_query("下周二上午体检"))
         assert pool.batches == 1 and pool.texts_encoded == 2
-        assert np.allclose(a, pool.encode_blocking(["dentist on Thursday"], query=True)[0],
-                           atol=1e-5)
+        # The text's own vector, whatever shared its pass: e5's bf16 kernels round a little
+        # differently per batch shape (max 5e-4 per component), a mix-up would not be close.
+        alone = pool.encode_blocking(["dentist on Thursday"], query=True)[0]
+        assert float(a @ alone) > 0.9999
         started = time.perf_counter()
         await pool.embed_query("a lone query")
         assert time.perf_counter() - started < 5
