@@ -29,6 +29,7 @@ import hashlib
 import os
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,14 +49,21 @@ E5_WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfb
 
 
 class Encoder(Protocol):
-    """What the pool needs of a model. Vectors are L2-normalised (cosine = dot product)."""
+    """What the pool needs of a model. Vectors are L2-normalised (cosine = dot product).
+
+    `between_passes`, when given, is called on the encoding thread between two forward passes
+    of one call (the pool encodes waiting questions there, so a recall does not wait for a
+    whole batch of stored text). A backend that encodes a call in one pass never calls it.
+    """
 
     dim: int
 
-    def encode_queries(self, texts: list[str]) -> Vector:
+    def encode_queries(self, texts: list[str], *,
+                       between_passes: Callable[[], None] | None = None) -> Vector:
         """Questions asked of the store (recall)."""
 
-    def encode_passages(self, texts: list[str]) -> Vector:
+    def encode_passages(self, texts: list[str], *,
+                        between_passes: Callable[[], None] | None = None) -> Vector:
         """Texts stored and searched (memories, summaries)."""
 
     def count_tokens(self, text: str) -> int:
@@ -183,10 +191,13 @@ class E5Encoder:
                  threads=threads)
         return cls(engine)
 
-    def encode_queries(self, texts: list[str]) -> Vector:
+    # One engine call per batch: nothing runs between passes (`between_passes` unused).
+    def encode_queries(self, texts: list[str], *,
+                       between_passes: Callable[[], None] | None = None) -> Vector:
         return self._encode(texts, query=True)
 
-    def encode_passages(self, texts: list[str]) -> Vector:
+    def encode_passages(self, texts: list[str], *,
+                        between_passes: Callable[[], None] | None = None) -> Vector:
         return self._encode(texts, query=False)
 
     def _encode(self, texts: list[str], *, query: bool) -> Vector:
@@ -243,10 +254,13 @@ class SentenceTransformerEncoder:
                  dim=model.get_embedding_dimension(), threads=threads)
         return cls(model)
 
-    def encode_queries(self, texts: list[str]) -> Vector:
+    # One batch per call (the pool's slices bound it): `between_passes` is never called.
+    def encode_queries(self, texts: list[str], *,
+                       between_passes: Callable[[], None] | None = None) -> Vector:
         return self._encode(texts, self._query_prompt)
 
-    def encode_passages(self, texts: list[str]) -> Vector:
+    def encode_passages(self, texts: list[str], *,
+                        between_passes: Callable[[], None] | None = None) -> Vector:
         return self._encode(texts, self._passage_prompt)
 
     def _encode(self, texts: list[str], prompt_name: str | None) -> Vector:

@@ -25,6 +25,7 @@ import re
 import struct
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,13 @@ METASPACE = "\u2581"
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 # Batches: rows and padded tokens per forward pass. The prototype found no gain past 16–32
-# short texts on 2 cores; the token budget bounds a pass's activations (four full windows).
+# short texts on 2 cores. The token budget bounds a pass's activations and its time, which is
+# how long a question waits when it arrives during a store (the pool answers waiting
+# questions between passes, `between_passes`): 512 tokens is one pass of ~50–90 ms on one
+# thread of this machine. Long texts gain nothing from larger passes (32 chunks of ~290
+# tokens: 1.50 s at 512, 1.49 s at 2,048, 1.52 s one text per pass; docs/benchmarks.md §7).
 MAX_BATCH_TEXTS = 16
-MAX_BATCH_TOKENS = 2048
+MAX_BATCH_TOKENS = 512
 # Batches are padded to a multiple of this many tokens (`padded_length`); 512 is one.
 LENGTH_STEP = 32
 
@@ -478,11 +483,13 @@ class E5TorchEncoder:
     def tokenizer(self) -> E5Tokenizer:
         return self._tokenizer
 
-    def encode_queries(self, texts: list[str]) -> Vector:
-        return self._encode(texts, QUERY_PREFIX)
+    def encode_queries(self, texts: list[str], *,
+                       between_passes: Callable[[], None] | None = None) -> Vector:
+        return self._encode(texts, QUERY_PREFIX, between_passes)
 
-    def encode_passages(self, texts: list[str]) -> Vector:
-        return self._encode(texts, PASSAGE_PREFIX)
+    def encode_passages(self, texts: list[str], *,
+                        between_passes: Callable[[], None] | None = None) -> Vector:
+        return self._encode(texts, PASSAGE_PREFIX, between_passes)
 
     def count_tokens(self, text: str) -> int:
         total = len(self._tokenizer.content_ids(PASSAGE_PREFIX + text))
@@ -504,13 +511,18 @@ class E5TorchEncoder:
                                        [self._bos, *part, self._eos]))
         return windows
 
-    def _encode(self, texts: list[str], prefix: str) -> Vector:
+    def _encode(self, texts: list[str], prefix: str,
+                between_passes: Callable[[], None] | None = None) -> Vector:
+        """`between_passes` is called after each forward pass but the last, on this thread
+        (the pool encodes waiting questions there); it does not change these vectors."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         windows = self._windows(texts, prefix)
         sums = np.zeros((len(texts), self.dim), dtype=np.float64)
         with torch.inference_mode():
-            for group in batches([len(w.ids) for w in windows]):
+            for number, group in enumerate(batches([len(w.ids) for w in windows])):
+                if number and between_passes is not None:
+                    between_passes()
                 length = padded_length(len(windows[group[0]].ids))
                 ids = torch.full((len(group), length), self._pad, dtype=torch.long)
                 mask = torch.zeros((len(group), length), dtype=torch.bool)

@@ -22,13 +22,22 @@ for 48 s (1,433 recalls went first); now a store waits at most for that many que
 pass being encoded. Counting jobs, not milliseconds, keeps the rule the same on a busy
 machine and a quiet one. A due job never follows another slice while questions wait: they
 take one pass between, so a question waits for at most one slice of stored text, as before.
+
+Questions also go *inside* a slice of stored text: the model (e5 in torch) encodes a slice in
+forward passes of at most ~512 padded tokens, and between two of them the worker thread
+encodes the questions waiting at that moment (`_answer_waiting_questions`). A 32-chunk slice
+is ~1.5 s on one thread of this machine, one pass of it ~50–90 ms: a recall during an import
+waited for the slice; now it waits for one pass. The slice keeps its batches (the stored
+vectors do not change), and it moves on by at least one pass between two question passes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -86,6 +95,10 @@ class EmbeddingPool:
         self._last_lane = Lane.query  # the lane of the pass encoded last
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._jobs: list[_Job] = []
+        # `_jobs` is changed on the event loop and, between forward passes of stored text, by
+        # the worker thread taking the waiting questions: both hold this lock to touch it.
+        self._jobs_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._seq = itertools.count()
         self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -113,13 +126,19 @@ class EmbeddingPool:
 
     # --- encoding ----------------------------------------------------------------------
 
-    def encode_blocking(self, texts: list[str], query: bool = False) -> Vector:
-        """Encode on the calling thread (benchmarks and the pool's own worker thread)."""
+    def encode_blocking(self, texts: list[str], query: bool = False, *,
+                        yield_to_questions: bool = False) -> Vector:
+        """Encode on the calling thread (benchmarks and the pool's own worker thread).
+
+        `yield_to_questions`: the worker thread encoding a slice of stored text answers the
+        questions queued meanwhile between its forward passes (the module's doc).
+        """
         started = time.perf_counter()
+        between = self._answer_waiting_questions if yield_to_questions else None
         if query:
-            vectors = self.encoder.encode_queries(texts)
+            vectors = self.encoder.encode_queries(texts, between_passes=between)
         else:
-            vectors = self.encoder.encode_passages(texts)
+            vectors = self.encoder.encode_passages(texts, between_passes=between)
         self.batches += 1
         self.texts_encoded += len(texts)
         if self.metrics is not None:
@@ -156,11 +175,17 @@ class EmbeddingPool:
         if self._worker is None or self._arrived is None:
             self._arrived = asyncio.Event()
             self._worker = asyncio.create_task(self._run())
-        future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[Vector] = self._loop.create_future()
         job = _Job(lane, next(self._seq), texts, future, as_query=query or lane == Lane.query)
-        heapq.heappush(self._jobs, job)
+        with self._jobs_lock:
+            heapq.heappush(self._jobs, job)
         self._arrived.set()
-        return await future
+        started = time.perf_counter()
+        vectors = await future
+        if self.metrics is not None:
+            self.metrics.embed_wait.labels(lane.name).observe(time.perf_counter() - started)
+        return vectors
 
     @property
     def queue_depth(self) -> int:
@@ -186,9 +211,49 @@ class EmbeddingPool:
         return batch
 
     def _take_queries(self, batch: list[_Job]) -> None:
-        while (len(batch) < self._batch_size and self._jobs
-               and self._jobs[0].lane == Lane.query and self._overdue() is None):
-            self._taken(heapq.heappop(self._jobs), batch)
+        with self._jobs_lock:
+            while (len(batch) < self._batch_size and self._jobs
+                   and self._jobs[0].lane == Lane.query and self._overdue() is None):
+                self._taken(heapq.heappop(self._jobs), batch)
+
+    def _answer_waiting_questions(self) -> None:
+        """Between two forward passes of stored text, on the worker thread: encode the
+        questions queued now (up to a batch) and hand each its vector on the event loop.
+
+        Called only inside a pass of the passage or background lane, never inside a pass
+        of questions, so it does not nest. The pass it interrupts is a job already taken,
+        so the bounded-priority rule (`max_jobs_ahead`) still holds for the waiting ones:
+        these questions count as going ahead of them.
+        """
+        batch: list[_Job] = []
+        with self._jobs_lock:
+            while (len(batch) < self._batch_size and self._jobs
+                   and self._jobs[0].lane == Lane.query):
+                self._taken(heapq.heappop(self._jobs), batch)
+        if not batch or self._loop is None:
+            return
+        texts = [t for job in batch for t in job.texts]
+        try:
+            vectors = self.encode_blocking(texts, True)
+        except Exception as exc:  # the questions' failure, not the slice's: it goes on
+            self._loop.call_soon_threadsafe(self._deliver, batch, None, exc)
+            return
+        self._loop.call_soon_threadsafe(self._deliver, batch, vectors, None)
+
+    @staticmethod
+    def _deliver(batch: list[_Job], vectors: Vector | None,
+                 error: BaseException | None) -> None:
+        """Hand a pass's vectors (or its failure) to its callers (on the event loop)."""
+        start = 0
+        for job in batch:
+            end = start + len(job.texts)
+            if not job.future.done():
+                if error is not None:
+                    job.future.set_exception(error)
+                else:
+                    assert vectors is not None
+                    job.future.set_result(vectors[start:end])
+            start = end
 
     def _taken(self, job: _Job, batch: list[_Job]) -> None:
         """Add `job` to the pass being formed; every less urgent job waiting is overtaken."""
@@ -205,6 +270,10 @@ class EmbeddingPool:
     def _pop_next(self) -> _Job:
         """The most urgent job, unless a less urgent one has waited its turn (and the last
         pass was not already one that questions waited behind)."""
+        with self._jobs_lock:
+            return self._pop_next_locked()
+
+    def _pop_next_locked(self) -> _Job:
         due = self._overdue()
         questions_wait = self._jobs[0].lane == Lane.query
         if due is None or (questions_wait and self._last_lane != Lane.query):
@@ -224,26 +293,21 @@ class EmbeddingPool:
             first = self._pop_next()
             self._last_lane = first.lane
             batch: list[_Job] = []
-            self._taken(first, batch)
+            with self._jobs_lock:
+                self._taken(first, batch)
             if first.lane == Lane.query:
                 batch = await self._next_query_batch(batch, concurrent)
             texts = [t for job in batch for t in job.texts]
+            encode = functools.partial(self.encode_blocking, texts, first.as_query,
+                                       yield_to_questions=first.lane != Lane.query)
             try:
-                vectors = await loop.run_in_executor(self._executor, self.encode_blocking,
-                                                     texts, first.as_query)
+                vectors = await loop.run_in_executor(self._executor, encode)
             except Exception as exc:  # hand the failure to every waiting caller
-                for job in batch:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
+                self._deliver(batch, None, exc)
                 continue
             finally:
                 concurrent = bool(self._jobs) and self._jobs[0].lane == Lane.query
-            start = 0
-            for job in batch:
-                end = start + len(job.texts)
-                if not job.future.done():
-                    job.future.set_result(vectors[start:end])
-                start = end
+            self._deliver(batch, vectors, None)
 
     # --- tokens ------------------------------------------------------------------------
 
@@ -265,8 +329,9 @@ class EmbeddingPool:
             await asyncio.gather(self._worker, return_exceptions=True)
             self._worker = None
             self._arrived = None
-        for job in self._jobs:
-            if not job.future.done():
-                job.future.cancel()
-        self._jobs.clear()
+        with self._jobs_lock:
+            for job in self._jobs:
+                if not job.future.done():
+                    job.future.cancel()
+            self._jobs.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)

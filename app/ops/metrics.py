@@ -47,6 +47,11 @@ class Metrics:
                                      buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
         self.embed_seconds = Histogram("engram_embedding_batch_seconds", "Forward pass time",
                                        buckets=_LATENCY_BUCKETS, registry=r)
+        # Queue and passes together, per lane: what a recall's question waits for its vector
+        # while stores and background work use the model.
+        self.embed_wait = Histogram("engram_embedding_wait_seconds",
+                                    "From asking for vectors to getting them, per lane",
+                                    ["lane"], buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_queue = Gauge("engram_embedding_queue_depth",
                                  "Queries waiting for a forward pass", registry=r)
         self.lock_wait = Histogram("engram_lock_wait_seconds", "Wait for a namespace lock",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 from app.embedding.names import MINILM_NAME
 from app.embedding.pool import EmbeddingPool
 from tests.conftest import make_settings
+from tests.procs import chat_messages
 
 
 async def test_queries_of_one_turn_share_a_pass_and_a_lone_one_does_not_wait(
@@ -87,6 +89,42 @@ async def test_a_query_issued_behind_a_large_store_finishes_before_the_store(
         assert done == {store}  # background work yields to stores too
         assert (await store).shape == (200, pool.dim)
         assert (await background).shape == (200, pool.dim)
+    finally:
+        await pool.close()
+
+
+def _chunks(count: int) -> list[str]:
+    """Stored chunks as a build makes them: 6 turns of mixed English and Chinese chat."""
+    rng = random.Random(14)
+    return ["\n".join(f"{m['role']}: {m['content']}" for m in chat_messages(rng, 6))
+            for _ in range(count)]
+
+
+async def test_a_question_asked_during_a_slice_of_stored_text_is_answered_inside_it(
+        e5: Any) -> None:
+    # One slice of 12 chunks (~290 tokens each): e5 encodes it in ~12 forward passes of at
+    # most 512 tokens, seconds in all. A question asked meanwhile is encoded between two of
+    # them; before, it waited for the whole slice.
+    pool = EmbeddingPool(e5, name="test", batch_size=64, batch_wait_ms=2)
+    texts = _chunks(12)
+    questions = ["when is the dentist appointment?", "下周二上午在哪里开会？"]
+    slice_alone = pool.encode_blocking(texts)
+    questions_alone = pool.encode_blocking(questions, query=True)
+    try:
+        store = asyncio.create_task(pool.embed_many(texts))
+        await asyncio.sleep(0.05)  # the worker has taken the slice and is encoding it
+        assert pool.queue_depth == 0 and not store.done()
+        asked = [asyncio.create_task(pool.embed_query(q)) for q in questions]
+        done, _ = await asyncio.wait({store, *asked}, return_when=asyncio.FIRST_COMPLETED)
+        assert store not in done, "the questions waited for the whole slice"
+        answered = await asyncio.gather(*asked)
+        assert not store.done()
+        # Their own vectors (one pass of both, as alone), and the slice's are unchanged by
+        # the questions encoded inside it.
+        for vector, alone in zip(answered, questions_alone, strict=True):
+            assert float(vector @ alone) > 0.9999
+        np.testing.assert_allclose(await store, slice_alone, atol=1e-6)
+        assert pool.batches == 2 + 2  # the two alone above, the questions, the slice
     finally:
         await pool.close()
 
@@ -183,9 +221,9 @@ class _PassRecorder(EmbeddingPool):
 
     passes: list[bool]
 
-    def encode_blocking(self, texts: list[str], query: bool = False) -> Any:
+    def encode_blocking(self, texts: list[str], query: bool = False, **kwargs: Any) -> Any:
         self.passes.append(query)
-        return super().encode_blocking(texts, query)
+        return super().encode_blocking(texts, query, **kwargs)
 
 
 async def test_a_question_waits_for_at_most_one_store_slice_when_stores_are_due(
