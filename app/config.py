@@ -103,6 +103,14 @@ class Settings(BaseSettings):
     # namespace copied. 0 turns the copies off.
     namespace_cache_max_rows: int = Field(default=50_000, ge=0)
     namespace_cache_max_namespace_rows: int = Field(default=20_000, ge=0)
+    # LanceDB's own caches in this process (its `Session`): opened index files and table
+    # metadata (manifests, fragment and deletion files). LanceDB's defaults, 6 GB and 1 GB,
+    # are caps far above this service's working set; these bound the server's memory.
+    lancedb_index_cache_mb: int = Field(default=256, ge=1)
+    lancedb_metadata_cache_mb: int = Field(default=128, ge=1)
+    # glibc malloc arenas of the server process (app/ops/malloc.py); 0: glibc's default
+    # (8 per core). MALLOC_ARENA_MAX in the environment takes precedence.
+    malloc_arena_max: int = Field(default=2, ge=0, le=64)
     recall_max_tokens: int = Field(default=1500, ge=1, le=32_000)
     # Settings marked [profile] default to the configured model's calibration
     # (app/embedding/profiles.py, `model_profile`); setting one here overrides it.

@@ -26,6 +26,7 @@ from app.mcp.http import mcp_route
 from app.memories.router import router as memories_router
 from app.memories.service import MemoryService
 from app.ops.disk import DiskSpace
+from app.ops.malloc import limit_arenas
 from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.router import router as ops_router
 from app.recall.hits import HitRecorder
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        limit_arenas(settings.malloc_arena_max)  # before the threads below allocate
         embedding = pool or await EmbeddingPool.load(settings)
         # jieba loads its dictionary on first use (~1 s): pay it at start-up, not in a request.
         await asyncio.to_thread(warm_up_classifier)
@@ -102,6 +104,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         maintenance.start()
         hits.start()
         compression.start()
+        loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="loop-lag")
         if not settings.auth_enabled:
             log.warning("auth_disabled", detail="no API keys configured: serving local callers "
                         "only", host=settings.host)
@@ -111,6 +114,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                 yield
         finally:
             # Reverse order of creation.
+            loop_lag.cancel()
             await compression.stop()  # a pass cut short here is repaired by the next one
             await hits.stop()  # writes the buffered hits
             await maintenance.stop()

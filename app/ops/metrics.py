@@ -13,6 +13,7 @@ namespace is what an alert watches) plus `engram_namespaces_reporting{metric}`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -52,6 +53,11 @@ class Metrics:
         self.embed_wait = Histogram("engram_embedding_wait_seconds",
                                     "From asking for vectors to getting them, per lane",
                                     ["lane"], buckets=_LATENCY_BUCKETS, registry=r)
+        # How late the event loop runs a timer (`sample_loop_lag`): the wait any request's
+        # next step has, from CPU work on the loop or the GIL held by other threads.
+        self.loop_lag = Histogram("engram_event_loop_lag_seconds",
+                                  "Delay of a 100 ms timer on the event loop",
+                                  buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_queue = Gauge("engram_embedding_queue_depth",
                                  "Queries waiting for a forward pass", registry=r)
         self.lock_wait = Histogram("engram_lock_wait_seconds", "Wait for a namespace lock",
@@ -71,6 +77,14 @@ class Metrics:
         the process's resident set size is always added (`resident_bytes`)."""
         for name, reader in {**readers, "resident_bytes": resident_bytes}.items():
             self.memory_held.labels(name).set_function(reader)
+
+    async def sample_loop_lag(self, every: float = 0.1) -> None:
+        """Run forever (a task of the lifespan): observe how late each timer fires."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + every
+            await asyncio.sleep(every)
+            self.loop_lag.observe(max(0.0, loop.time() - due))
 
     def watch_queue(self, depth: Callable[[], int]) -> None:
         """Read the embedding queue's depth at scrape time (a last-set value goes stale)."""

@@ -220,6 +220,8 @@ class Repository:
         self._vector_index_seen: tuple[float, bool] | None = None
         # Lease objects ordering namespace writes across hosts (leases.py); None: lock files.
         self.leases: LeaseStore | None = None
+        # LanceDB's caches of this process (`connect`), read by /metrics.
+        self.lancedb_session: lancedb.Session | None = None
         # Small namespaces' memories for exact searches (namespace_cache.py); every write to
         # the memories table below reports what it changed (`_write_memories`).
         self.namespace_cache = NamespaceCache(
@@ -251,10 +253,14 @@ class Repository:
             if settings.uses_leases:
                 leases = LeaseStore(location.store, ttl=settings.lease_ttl_seconds)
         interval = timedelta(seconds=settings.read_consistency_seconds)
+        session = lancedb.Session(
+            index_cache_size_bytes=settings.lancedb_index_cache_mb << 20,
+            metadata_cache_size_bytes=settings.lancedb_metadata_cache_mb << 20)
         db = await lancedb.connect_async(
             settings.resolved_lancedb_uri,
             read_consistency_interval=interval,
             storage_options=settings.storage_options or None,
+            session=session,
         )
         await migrate(
             db,
@@ -271,6 +277,7 @@ class Repository:
                    reads_see_every_write=settings.read_consistency_seconds == 0,
                    compact_unindexed_every=settings.compact_unindexed_every_versions)
         repo.leases = leases
+        repo.lancedb_session = session
         for name, table in tables.items():
             repo._schemas[name] = await table.schema()
         await repo._count_unindexed_rows()
@@ -345,7 +352,12 @@ class Repository:
             "namespace_cache_bytes": lambda: cache.held_bytes,
             "write_queue_writes": lambda: sum(w.pending_writes for w in writers),
             "write_queue_rows": lambda: sum(w.pending_rows for w in writers),
+            "lancedb_cache_bytes": self._lancedb_cache_bytes,
         }
+
+    def _lancedb_cache_bytes(self) -> float:
+        session = self.lancedb_session
+        return float(session.size_bytes) if session is not None else 0.0
 
     async def _write(self, table: str, write: Write) -> Any:
         """Commit `write` with the other pending writes of `table` (writer.py); its result.

@@ -1,0 +1,49 @@
+"""glibc's allocator, bounded for a long-running server with many threads.
+
+glibc gives threads that allocate at the same time arenas of their own (up to 8 per core),
+and memory freed in one arena serves only the threads allocating from it. This server's
+threads (LanceDB's runtime, the embedding worker, asyncio's executor running text analysis)
+each keep the freed pages of their own arena, so its resident size grows with the number of
+threads that ever allocated, not with what it holds. Two arenas: 1.05 -> 1.01 GB RSS after
+`bench/load.py --sessions 5` (docs/benchmarks.md §7, "Recall first with e5, and RSS").
+
+A setting of the process, applied here (`limit_arenas`, at the start of the app's lifespan,
+before its threads exist) rather than as `MALLOC_ARENA_MAX` in a launch script: every way of
+starting a server gets it (`engram serve`, the image, `scripts/serve`, the tests' and the
+benchmarks' server processes, each uvicorn worker). An operator's own `MALLOC_ARENA_MAX`
+wins. Elsewhere than glibc (musl, macOS) nothing is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+# mallopt's parameter number for the arena limit (glibc's malloc.h).
+_M_ARENA_MAX = -8
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def limit_arenas(count: int) -> bool:
+    """At most `count` malloc arenas in this process from now on; 0 keeps glibc's default.
+
+    Returns whether the limit was set (False: not glibc, or `MALLOC_ARENA_MAX` is set).
+    """
+    if count <= 0 or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    done = bool(libc.mallopt(_M_ARENA_MAX, count))
+    log.info("malloc_arenas_limited", arenas=count, done=done)
+    return done
