@@ -125,6 +125,42 @@ def memory_gauges(text: str) -> Json:
     return found
 
 
+# Where a recall's time goes, from the server's own histograms (bucket bounds, so coarse):
+# the whole recall inside the server, and its question's wait for a vector (queue + passes).
+_WAITS = {"recall_in_server": ("engram_recall_seconds_bucket", ""),
+          "question_vector_wait": ("engram_embedding_wait_seconds_bucket", 'lane="query"'),
+          "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", "")}
+
+
+def histogram_buckets(text: str) -> dict[str, dict[float, float]]:
+    """Cumulative bucket counts of the `_WAITS` histograms in a /metrics text."""
+    found: dict[str, dict[float, float]] = {name: {} for name in _WAITS}
+    for line in text.splitlines():
+        for name, (metric, label) in _WAITS.items():
+            if line.startswith(metric + "{") and label in line:
+                bound = line.split('le="', 1)[1].split('"', 1)[0]
+                found[name][float(bound)] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def bucket_quantiles(before: dict[str, dict[float, float]],
+                     after: dict[str, dict[float, float]]) -> Json:
+    """p50 / p99 upper bounds (ms) of what the histograms counted between two scrapes."""
+    out: Json = {}
+    for name, buckets in after.items():
+        counts = sorted((bound, n - before.get(name, {}).get(bound, 0.0))
+                        for bound, n in buckets.items())
+        total = counts[-1][1] if counts else 0
+        if not total:
+            continue
+        def bound_at(q: float, counts: list[tuple[float, float]] = counts,
+                     total: float = total) -> float:
+            return next(b for b, n in counts if n >= q * total)
+        out[name] = {"n": int(total), "p50_le_ms": 1000 * bound_at(0.5),
+                     "p99_le_ms": 1000 * bound_at(0.99)}
+    return out
+
+
 def locomo_sessions(path: Path, limit: int | None) -> list[tuple[str, str, list[Json]]]:
     from bench.locomo import load
 
@@ -172,6 +208,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
                 elif response.json().get("job_id"):
                     job_ids.append(response.json()["job_id"])
 
+        scraped = histogram_buckets((await client.get("/metrics")).text)
         ingest_done = asyncio.Event()
         began = time.perf_counter()
         recalls = [asyncio.create_task(recall_loop(client, ns, random.Random(10 + i),
@@ -193,6 +230,8 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
             "messages_per_second": round(messages / built, 1),
         }
         result["recall_during_ingest"] = busy
+        result["recall_during_ingest_server"] = bucket_quantiles(
+            scraped, histogram_buckets((await client.get("/metrics")).text))
         if result["recall_idle"].get("p99_ms"):
             result["recall_p99_ratio"] = round(busy["p99_ms"] / result["recall_idle"]["p99_ms"],
                                                2)
@@ -264,6 +303,7 @@ def report(result: Json) -> str:
         f"stored once: {once}",
         f"recall idle: {result['recall_idle']}; during ingest: "
         f"{result['recall_during_ingest']}; p99 ratio {result.get('recall_p99_ratio')}",
+        f"recall during ingest, server histograms: {result.get('recall_during_ingest_server')}",
         f"RSS after ingest: {result['rss_after_ingest_kib']} KiB",
         f"memory held: {result['memory_held']}",
         f"2-message append wait=true: {result['append_2_wait_true']}",
