@@ -81,10 +81,12 @@ class _Held:
         self.version = version
         self.rows = rows
 
-    def apply(self, session: Session, change: LogChange) -> bool:
-        """Apply `change`; False when the session must be read again."""
+    def apply(self, session: Session, change: LogChange) -> int | None:
+        """Apply `change`; the messages it added, or None when the session must be read
+        again."""
         if change.unknown or session[0] in change.namespaces:
-            return False
+            return None
+        before = len(self.rows)
         for row in change.rows:
             if (row.namespace, row.session_id) == session:
                 self.rows[row.msg_id] = _identity(row)
@@ -93,7 +95,7 @@ class _Held:
             if held is not None and held[1] == digest:
                 seq, _, _, pinned, received, job = held
                 self.rows[msg_id] = (seq, digest, "done", pinned, received, job)
-        return True
+        return len(self.rows) - before
 
 
 class RawLogCache:
@@ -110,6 +112,7 @@ class RawLogCache:
         self._held: OrderedDict[Session, _Held] = OrderedDict()
         self._changes: dict[int, LogChange] = {}  # version -> what it did
         self._loading: dict[Session, int] = {}  # sessions being read -> readers
+        self._rows = 0  # messages held in all
         self.writes_in_flight = 0  # raw-log writes of this process not reported yet
         self.hits = 0
         self.misses = 0
@@ -120,7 +123,7 @@ class RawLogCache:
 
     @property
     def held_rows(self) -> int:
-        return sum(len(h.rows) for h in self._held.values())
+        return self._rows
 
     async def version(self) -> int:
         return int(await self._table.version())
@@ -141,7 +144,7 @@ class RawLogCache:
                 await asyncio.sleep(0)
             held = self._held.get(session)
         if held is None or not self._catch_up(session, held, current):
-            self._held.pop(session, None)
+            self._drop(session)
             self.misses += 1
             return None
         self._held.move_to_end(session)
@@ -171,13 +174,11 @@ class RawLogCache:
         and applying a newer change again is harmless, each is by id and content)."""
         if self.max_rows <= 0 or len(records) > self.max_rows:
             return
-        self._held[(namespace, session_id)] = _Held(
-            version, {r.msg_id: _identity(r) for r in records})
-        self._held.move_to_end((namespace, session_id))
-        total = self.held_rows
-        while total > self.max_rows and self._held:
-            _, dropped = self._held.popitem(last=False)
-            total -= len(dropped.rows)
+        session = (namespace, session_id)
+        self._drop(session)
+        held = self._held[session] = _Held(version, {r.msg_id: _identity(r) for r in records})
+        self._rows += len(held.rows)
+        self._evict()
 
     def wrote(self, version: int | None, change: LogChange) -> None:
         """Record a write: the version it made (None: unknown) and what it did. A version
@@ -192,10 +193,13 @@ class RawLogCache:
         self._changes[version] = change
         for session, held in list(self._held.items()):
             if held.version == version - 1:
-                if held.apply(session, change):
-                    held.version = version
+                added = held.apply(session, change)
+                if added is None:
+                    self._drop(session)
                 else:
-                    del self._held[session]
+                    held.version = version
+                    self._rows += added
+        self._evict()
         oldest = min([h.version for h in self._held.values()], default=version)
         for old in [v for v in self._changes if v <= oldest and not self._loading]:
             del self._changes[old]
@@ -206,12 +210,25 @@ class RawLogCache:
     def clear(self) -> None:
         self._held.clear()
         self._changes.clear()
+        self._rows = 0
+
+    def _drop(self, session: Session) -> None:
+        held = self._held.pop(session, None)
+        if held is not None:
+            self._rows -= len(held.rows)
+
+    def _evict(self) -> None:
+        while self._rows > self.max_rows and self._held:
+            _, dropped = self._held.popitem(last=False)  # least recently used first
+            self._rows -= len(dropped.rows)
 
     def _catch_up(self, session: Session, held: _Held, current: int) -> bool:
         # Ahead of the version read: this process's writes reported since, all accounted for.
         for version in range(held.version + 1, current + 1):
             change = self._changes.get(version)
-            if change is None or not held.apply(session, change):
+            added = None if change is None else held.apply(session, change)
+            if added is None:
                 return False
             held.version = version
+            self._rows += added
         return True

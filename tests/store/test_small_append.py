@@ -144,6 +144,21 @@ class TestRawLogCache:
                 assert calls[0] == ("messages", "query"), (overrides, calls)
                 assert repo.log_cache.held_sessions == 0
 
+    async def test_held_messages_stay_within_the_cap(self, open_client: Any) -> None:
+        async with open_client(raw_log_cache_max_rows=5) as client:
+            repo = client.app.state.engram.repo
+            for session in ("s1", "s2", "s3", "s1"):  # s1 again: read back, counted right
+                response = await client.post("/v1/store", json={
+                    "namespace": "alice", "session_id": session, "wait": False,
+                    "messages": [*NEW_TURNS, {"msg_id": "t5", "role": "user",
+                                              "content": f"{session}: 周五 Friday"}]})
+                assert response.status_code in (200, 202), response.text
+                assert repo.log_cache.held_rows <= 5
+            assert response.json()["status"] == "unchanged"
+            assert repo.log_cache.held_sessions == 1  # the most recent: 3 of the 5 rows
+            metrics = (await client.get("/metrics")).text
+            assert 'engram_memory_held{what="raw_log_cache_rows"} 3.0' in metrics
+
     @pytest.mark.parametrize("language", ["zh", "en"])
     async def test_another_writer_of_the_session_is_seen(self, open_client: Any,
                                                           language: str) -> None:
