@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     # Rows one group commit takes at most (app/storage/writer.py): the writes of all
     # namespaces pending on a table share one commit up to this size.
     write_batch_max_rows: int = Field(default=20_000, ge=1)
+    # Messages whose identities (id, hash, order; no content) are held between stores of
+    # their sessions (app/storage/log_cache.py, ~0.3 KB each): a `wait=false` append then
+    # counts new and unchanged messages without reading the raw log. 0 turns it off.
+    raw_log_cache_max_rows: int = Field(default=20_000, ge=0)
     skip_small_talk: bool = True
     # The recall firewall (app/store/firewall.py): Engram's own injection block, or an
     # assistant/system message quoting stored memories, is made into no memory.

@@ -1,6 +1,8 @@
 """FastAPI dependencies: the long-lived objects the lifespan put on `app.state`, and the caller.
 
-Routers declare these as typed parameters; nothing else reads `app.state`.
+Routers declare these as typed parameters; nothing else reads `app.state`. Each is an
+`async def` although none awaits: FastAPI runs a plain `def` dependency in its thread pool,
+a thread hop per dependency and request (five for a store call) for a few attribute reads.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from app.store.service import StoreService
 from app.transfer.service import TransferService
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     state: AppState | None = getattr(request.app.state, "engram", None)
     if state is None:
         raise Unavailable("the service is starting up")
@@ -46,7 +48,7 @@ def _declared_query(route: APIRoute) -> frozenset[str]:
     return names
 
 
-def reject_unknown_query_params(request: Request) -> None:
+async def reject_unknown_query_params(request: Request) -> None:
     """Every route's guard (installed on the app): a query parameter the route does not
     take is a 422 naming it, never silently ignored (`?q=` on a route without search
     returned everything as if it had searched).
@@ -67,34 +69,34 @@ def reject_unknown_query_params(request: Request) -> None:
             for name in unknown])
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_principal(request: Request, settings: Annotated[Settings, Depends(get_settings)]
+async def get_principal(request: Request, settings: Annotated[Settings, Depends(get_settings)]
                   ) -> Principal:
     return authenticate(request, settings)
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     metrics: Metrics = request.app.state.metrics
     return metrics
 
 
-def get_store_service(state: Annotated[AppState, Depends(get_state)]) -> StoreService:
+async def get_store_service(state: Annotated[AppState, Depends(get_state)]) -> StoreService:
     return state.store
 
 
-def get_transfer_service(state: Annotated[AppState, Depends(get_state)]) -> TransferService:
+async def get_transfer_service(state: Annotated[AppState, Depends(get_state)]) -> TransferService:
     return state.transfer
 
 
-def get_recall_service(state: Annotated[AppState, Depends(get_state)]) -> RecallService:
+async def get_recall_service(state: Annotated[AppState, Depends(get_state)]) -> RecallService:
     return state.recall
 
 
-def get_memory_service(state: Annotated[AppState, Depends(get_state)]) -> MemoryService:
+async def get_memory_service(state: Annotated[AppState, Depends(get_state)]) -> MemoryService:
     return state.memories
 
 

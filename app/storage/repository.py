@@ -23,6 +23,8 @@ import structlog
 
 from app.config import Settings
 from app.storage.leases import LeaseStore, check_fences
+from app.storage.log_cache import LogChange, RawLogCache
+from app.storage.log_cache import combined as combined_log_changes
 from app.storage.migrations import migrate
 from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
 from app.storage.object_store import location_for
@@ -196,7 +198,7 @@ class Repository:
     def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int,
                  cache_rows: int = 50_000, cache_namespace_rows: int = 20_000,
                  write_batch_max_rows: int = 20_000, reads_see_every_write: bool = True,
-                 compact_unindexed_every: int = 0) -> None:
+                 compact_unindexed_every: int = 0, log_cache_rows: int = 20_000) -> None:
         self._db = db
         # Every read sees every process's latest commit (read_consistency_seconds = 0): a key
         # read as absent under the lock ordering its writers is absent, so its row may be
@@ -227,12 +229,19 @@ class Repository:
         self.namespace_cache = NamespaceCache(
             tables["memories"], self._search_columns, max_rows=cache_rows,
             max_namespace_rows=cache_namespace_rows)
+        # What a `wait=false` store counts against, held between stores (log_cache.py); every
+        # write to the raw log below reports what it did (`_report_messages`). Only where
+        # the version check can prove a held session current: reads see every commit.
+        self.log_cache = RawLogCache(
+            tables["messages"], max_rows=log_cache_rows if reads_see_every_write else 0)
+        reporters: dict[str, Any] = {"memories": self._report_memories,
+                                     "messages": self._report_messages}
         # One group-committing writer per table (writer.py): concurrent writes of every
         # namespace share commits instead of racing each other's.
         self.writers = {
             name: TableWriter(
                 name, table, max_batch_rows=write_batch_max_rows,
-                around_commit=self._report_memories if name == "memories" else None,
+                around_commit=reporters.get(name),
                 on_commit=lambda rows, name=name: self._wrote(name, rows))  # type: ignore[misc]
             for name, table in tables.items()}
 
@@ -275,7 +284,8 @@ class Repository:
                    cache_namespace_rows=settings.namespace_cache_max_namespace_rows,
                    write_batch_max_rows=settings.write_batch_max_rows,
                    reads_see_every_write=settings.read_consistency_seconds == 0,
-                   compact_unindexed_every=settings.compact_unindexed_every_versions)
+                   compact_unindexed_every=settings.compact_unindexed_every_versions,
+                   log_cache_rows=settings.raw_log_cache_max_rows)
         repo.leases = leases
         repo.lancedb_session = session
         for name, table in tables.items():
@@ -330,9 +340,11 @@ class Repository:
         if not records:
             return
         data = self._arrow(table, records)
-        change = None
+        change: Any = None
         if table == "memories":
             change = Change(rows=data.select([*self._search_columns(), "vector"]))
+        elif table == "messages":
+            change = LogChange(rows=tuple(records))  # type: ignore[arg-type]
         # A stored row of another namespace with the same key is never overwritten (keys
         # derived from the namespace cannot match one; this holds whatever a caller passes).
         await self._write(table, Upsert(key, data, change=change, same_namespace=True))
@@ -353,6 +365,8 @@ class Repository:
             "write_queue_writes": lambda: sum(w.pending_writes for w in writers),
             "write_queue_rows": lambda: sum(w.pending_rows for w in writers),
             "lancedb_cache_bytes": self._lancedb_cache_bytes,
+            "raw_log_cache_sessions": lambda: self.log_cache.held_sessions,
+            "raw_log_cache_rows": lambda: self.log_cache.held_rows,
         }
 
     def _lancedb_cache_bytes(self) -> float:
@@ -381,6 +395,11 @@ class Repository:
         return [cls.from_row(row) for row in rows]
 
     async def _delete(self, table: str, where: str, *, change: Change | None = None) -> None:
+        if table == "messages":  # the raw-log cache drops the namespaces' sessions
+            namespaces = change.namespaces if change is not None else frozenset()
+            log_change = LogChange(namespaces=namespaces, unknown=not namespaces)
+            await self._write(table, Delete(where, change=log_change))
+            return
         await self._write(table, Delete(where, change=(change or UNKNOWN)
                                         if table == "memories" else None))
 
@@ -406,6 +425,21 @@ class Repository:
             version = getattr(result, "version", None)
             cache.wrote(version if isinstance(version, int) and version > before else None,
                         change)
+            return result
+        finally:
+            cache.writes_in_flight -= 1
+
+    async def _report_messages(self, changes: list[Any], commit: Callable[[], Awaitable[Any]]
+                               ) -> Any:
+        """Run one commit on the raw log and tell the raw-log cache what it did (its version
+        is LanceDB's answer; a write that raises, or a compaction, reports none)."""
+        cache = self.log_cache
+        cache.writes_in_flight += 1
+        try:
+            result = await commit()
+            version = getattr(result, "version", None)
+            cache.wrote(version if isinstance(version, int) else None,
+                        combined_log_changes(changes))
             return result
         finally:
             cache.writes_in_flight -= 1
@@ -450,11 +484,19 @@ class Repository:
         the rest keep their defaults. About a quarter of the full read's time: what a
         `wait=false` store needs to count new, changed and unchanged messages.
         """
+        cache = self.log_cache
+        if not with_content:
+            held = await cache.get(namespace, session_id)
+            if held is not None:
+                return held
         where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
         columns = None if with_content else [
             "key", "namespace", "session_id", "msg_id", "seq", "content_hash", "state",
             "pinned", "received_at", "job_id"]
-        rows = await self._select("messages", MessageRecord, where, columns=columns)
+        with cache.reading(namespace, session_id):
+            version = await cache.version() if cache.max_rows else 0
+            rows = await self._select("messages", MessageRecord, where, columns=columns)
+            cache.put(namespace, session_id, version, rows)
         return sorted(rows, key=lambda m: m.seq)
 
     async def upsert_messages(self, messages: Sequence[MessageRecord]) -> None:
@@ -473,7 +515,8 @@ class Repository:
         if changed or not self._reads_see_every_write:
             await self.upsert_messages([*new, *changed])
         elif new:
-            await self._write("messages", Append(self._arrow("messages", new)))
+            await self._write("messages", Append(self._arrow("messages", new),
+                                                 change=LogChange(rows=tuple(new))))
 
     async def mark_messages_done(self, messages: Sequence[MessageRecord]) -> None:
         """Mark these messages built, each only if its stored content is still the one built.
@@ -484,7 +527,9 @@ class Repository:
         if messages:
             pairs = [sql_str(f"{m.key}\x1f{m.content_hash}") for m in messages]
             where = f"concat(key, '\x1f', content_hash) IN ({', '.join(pairs)})"
-            await self._write("messages", Update({"state": "done"}, where, rows=len(messages)))
+            done = tuple((m.namespace, m.session_id, m.msg_id, m.content_hash) for m in messages)
+            await self._write("messages", Update({"state": "done"}, where, rows=len(messages),
+                                                 change=LogChange(done=done)))
 
     async def pending_sessions(self, *, received_before: datetime | None = None
                                ) -> list[tuple[str, str]]:
@@ -505,7 +550,7 @@ class Repository:
     ) -> None:
         where = (f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)} "
                  f"AND {sql_in('msg_id', msg_ids)}")
-        await self._delete("messages", where)
+        await self._delete("messages", where, change=Change(namespaces=frozenset([namespace])))
 
     async def count_messages(self, namespace: str, session_id: str | None = None) -> int:
         where = f"namespace = {sql_str(namespace)}"

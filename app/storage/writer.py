@@ -83,6 +83,7 @@ class Update:
     values: dict[str, Any]
     where: str
     rows: int = 0  # rows this update expects to touch (compaction accounting)
+    change: Any = None  # what the write does to cached copies (log_cache.LogChange)
 
 
 @dataclass
@@ -117,7 +118,7 @@ class TableWriter:
         max_batch_rows: rows one commit takes at most (a bigger single write still goes
             alone): bounds the memory a batch holds and the time one commit takes.
         around_commit: called with the members' `change` values and the commit; runs it
-            (the repository uses this to report memories-table writes to its cache).
+            (the repository uses this to report memories and raw-log writes to its caches).
         on_commit: called after each successful commit with the rows it wrote.
     """
 

@@ -382,16 +382,18 @@ class StatefulMachine(RuleBasedStateMachine):
         self.learn_derived_ids(ns, session_id, msgs)
 
     @precondition(lambda self: self.has_sessions())
-    @rule(data=st.data())
-    def resend_session(self, data: st.DataObject) -> None:
-        """A session sent again as it is (id-less messages again without id): nothing new."""
+    @rule(data=st.data(), wait=st.booleans())
+    def resend_session(self, data: st.DataObject, wait: bool) -> None:
+        """A session sent again as it is (id-less messages again without id): nothing new.
+        With `wait=false` it is counted against the identities the server holds of the
+        session since its last store (app/storage/log_cache.py), or read after a restart."""
         ns, session_id = self.stored_session(data)
         self.touched.add(ns)
         known = self.models[ns].sessions[session_id]
         payload = [({"msg_id": k} if m.explicit_id else {}) | {"role": m.role,
                                                                  "content": m.content}
                    for k, m in known.items()]
-        body = self.store(ns, session_id, payload, wait=True, expect_new=0, expect_updated=0,
+        body = self.store(ns, session_id, payload, wait=wait, expect_new=0, expect_updated=0,
                           expect_skipped=len(payload))
         assert body["status"] == "unchanged", body
 

@@ -278,6 +278,44 @@ class TestTwoProcessesOneDataDir:
         assert_storage_clean(a.data_dir, ns, messages=70,
                              memory_ids={m[0] for m in views[0]})
 
+    @pytest.mark.parametrize("zh_share", [0.0, 1.0])
+    async def test_a_session_acknowledged_on_both_processes_in_turn_is_counted_exactly(
+        self, two_servers: tuple[ServerProcess, ServerProcess], zh_share: float
+    ) -> None:
+        """Each process holds the session's identities after its `wait=false` stores
+        (app/storage/log_cache.py); the other process's stores in between must be seen:
+        every re-sent message skipped, every edit counted, nothing stored twice."""
+        a, b = two_servers
+        history = chat_messages(random.Random(13), 12, zh_share=zh_share)
+        ns, sid = f"held-elsewhere-{int(zh_share)}", "s1"
+        jobs: list[str] = []
+        async with client_for(a) as ca, client_for(b) as cb:
+            async def ack(client: httpx.AsyncClient, msgs: list[Json]) -> Json:
+                response = await post_store(client, ns, sid, msgs, wait=False)
+                assert response.status_code in (200, 202), response.text
+                body: Json = response.json()
+                if body["job_id"]:
+                    jobs.append(body["job_id"])
+                return body
+
+            for k in range(6):  # a, b, a, b, ...: the prefix sent again with 2 new turns
+                body = await ack(ca if k % 2 == 0 else cb, history[: 2 * k + 2])
+                assert (body["new"], body["updated"], body["skipped"]) == (2, 0, 2 * k), body
+            # b edits a turn both processes hold; a, sent the old words, changes it back.
+            edited = {**history[3], "content": history[3]["content"] + " (edited)"}
+            assert (await ack(cb, [edited]))["updated"] == 1
+            body = await ack(ca, history)
+            assert (body["new"], body["updated"], body["skipped"]) == (0, 1, 11), body
+            body = await ack(cb, history)
+            assert body["status"] == "unchanged", body
+            await wait_for_jobs(ca, jobs, seconds=300)
+            memories = await session_memories(ca, ns, sid)
+            by_id = {m["msg_id"]: m for m in history}
+            assert {i for m in memories for i in m["msg_ids"]} == set(by_id)
+            for memory in memories:
+                assert_memory_complete(memory, by_id)
+        assert_storage_clean(a.data_dir, ns, messages=12, memory_ids={m["id"] for m in memories})
+
 
 # --- crash safety ------------------------------------------------------------------------
 

@@ -62,9 +62,7 @@ async def seed_session(client: Any) -> None:
 
 
 class TestCheapAcknowledgement:
-    async def test_ack_of_two_new_messages_is_one_read_and_one_round_of_appends(
-        self, client: Any
-    ) -> None:
+    async def test_ack_of_two_new_messages_is_one_round_of_appends(self, client: Any) -> None:
         repo = client.app.state.engram.repo
         await seed_session(client)
         await wait_idle(client)
@@ -76,10 +74,10 @@ class TestCheapAcknowledgement:
                 "messages": NEW_TURNS})
         assert response.status_code == 202, response.text
         assert response.json()["new"] == 2
-        # One read of the session's raw log, then its new rows and the job appended (one
+        # The session's stored messages are held since the store above wrote them
+        # (app/storage/log_cache.py): no read; then its new rows and the job appended (one
         # round, two tables): no merge, which joins its rows against the whole table.
-        assert calls[0] == ("messages", "query"), calls
-        assert sorted(calls[1:]) == [("jobs", "add"), ("messages", "add")], calls
+        assert sorted(calls) == [("jobs", "add"), ("messages", "add")], calls
 
         # Acknowledged means durable and followed by the job: a restart-free check of both.
         assert await repo.count_messages("alice", "s1") == 4
@@ -106,6 +104,100 @@ class TestCheapAcknowledgement:
         assert [r.msg_id for r in rows] == ["t1", "t2", "t3"]  # each once, t2 in its place
         assert rows[1].content == "我下周三去杭州出差。"
         assert {r.state for r in rows} == {"done"}
+
+
+class TestRawLogCache:
+    """The session identities a `wait=false` store counts against, held between stores."""
+
+    async def test_a_repeated_ack_reads_and_writes_nothing(self, client: Any) -> None:
+        repo = client.app.state.engram.repo
+        await seed_session(client)
+        store = client.app.state.engram.store
+        await store.stop()  # the acks alone: their background build must not run meanwhile
+        for expected in (202, 200):  # the second time: every message already stored
+            with recording(repo) as calls:
+                response = await client.post("/v1/store", json={
+                    "namespace": "alice", "session_id": "s1", "wait": False,
+                    "messages": NEW_TURNS})
+            assert response.status_code == expected, response.text
+        assert response.json()["status"] == "unchanged"
+        assert (response.json()["new"], response.json()["skipped"]) == (0, 2)
+        assert calls == [], calls
+        store.start()
+        await wait_idle(client)
+        rows = await repo.session_messages("alice", "s1")
+        assert [r.msg_id for r in rows] == ["t1", "t2", "t3", "t4"]
+        assert {r.state for r in rows} == {"done"}
+
+    async def test_off_the_ack_reads_the_raw_log(self, open_client: Any) -> None:
+        # Reads that may lag other processes' commits cannot prove a held session current.
+        for overrides in ({"raw_log_cache_max_rows": 0}, {"read_consistency_seconds": 1}):
+            async with open_client(**overrides) as client:
+                repo = client.app.state.engram.repo
+                await seed_session(client)
+                await wait_idle(client)
+                with recording(repo) as calls:
+                    response = await client.post("/v1/store", json={
+                        "namespace": "alice", "session_id": "s1", "wait": False,
+                        "messages": NEW_TURNS})
+                assert response.status_code in (200, 202), response.text
+                assert calls[0] == ("messages", "query"), (overrides, calls)
+                assert repo.log_cache.held_sessions == 0
+
+    async def test_held_messages_stay_within_the_cap(self, open_client: Any) -> None:
+        async with open_client(raw_log_cache_max_rows=5) as client:
+            repo = client.app.state.engram.repo
+            for session in ("s1", "s2", "s3", "s1"):  # s1 again: read back, counted right
+                response = await client.post("/v1/store", json={
+                    "namespace": "alice", "session_id": session, "wait": False,
+                    "messages": [*NEW_TURNS, {"msg_id": "t5", "role": "user",
+                                              "content": f"{session}: 周五 Friday"}]})
+                assert response.status_code in (200, 202), response.text
+                assert repo.log_cache.held_rows <= 5
+            assert response.json()["status"] == "unchanged"
+            assert repo.log_cache.held_sessions == 1  # the most recent: 3 of the 5 rows
+            metrics = (await client.get("/metrics")).text
+            assert 'engram_memory_held{what="raw_log_cache_rows"} 3.0' in metrics
+
+    @pytest.mark.parametrize("language", ["zh", "en"])
+    async def test_another_writer_of_the_session_is_seen(self, open_client: Any,
+                                                          language: str) -> None:
+        """Two apps on one data directory, each with its own locks, writers and cache (as
+        two server processes): what one stores is counted as stored by the other, which
+        held the session before."""
+        turns = {
+            "en": ["I switched my gym day to Thursday.", "Noted: gym on Thursdays.",
+                   "My sister Ana visits in June.", "Ana arrives in June, noted.",
+                   "Actually the gym is on Wednesday now."],
+            "zh": ["我把健身改到周四了。", "好的，周四健身。", "我妹妹六月来看我。",
+                   "记下了，妹妹六月到。", "其实健身现在改到周三了。"]}[language]
+        msgs = [{"msg_id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
+                 "content": text} for i, text in enumerate(turns)]
+        async with open_client() as a, open_client() as b:
+            async def ack(client: Any, sent: list[dict[str, Any]]) -> dict[str, Any]:
+                response = await client.post("/v1/store", json={
+                    "namespace": "alice", "session_id": "s1", "wait": False, "messages": sent})
+                assert response.status_code in (200, 202), response.text
+                body: dict[str, Any] = response.json()
+                return body
+
+            first = await ack(a, msgs[:2])  # a holds the session from here on
+            assert first["new"] == 2 and a.app.state.engram.repo.log_cache.held_sessions
+            # b appends two and changes one of a's; then a is sent all of it again, and one
+            # more: b's messages are stored, not new, and m1 is b's version.
+            edited = {**msgs[1], "content": msgs[1]["content"] + " (edited)"}
+            second = await ack(b, [edited, *msgs[2:4]])
+            assert (second["new"], second["updated"]) == (2, 1)
+            third = await ack(a, [msgs[0], edited, *msgs[2:]])
+            assert (third["new"], third["updated"], third["skipped"]) == (1, 0, 4), third
+            fourth = await ack(a, [msgs[0], edited, *msgs[2:]])
+            assert fourth["status"] == "unchanged", fourth
+            await wait_idle(a)
+            await wait_idle(b)
+            for client in (a, b):
+                rows = await client.app.state.engram.repo.session_messages("alice", "s1")
+                assert [r.msg_id for r in rows] == ["m0", "m1", "m2", "m3", "m4"]
+                assert rows[1].content == edited["content"]
 
 
 class TestWaitingSmallAppend:
