@@ -103,6 +103,9 @@ class _Candidate:
     reference: float = 1.0
     score: float = 0.0
     when: float = 0.0  # epoch seconds of the memory's latest message, for ties
+    # The memory's stored vector, as the search returned it (`_newer_first` compares
+    # candidates with each other); None if the search did not have it.
+    stored: np.ndarray | None = None
 
     @property
     def boost(self) -> float:
@@ -251,10 +254,15 @@ class RecallService:
         if len(head) + len(newcomers) < 2:
             return ranked, []
         both = [*head, *newcomers]
-        records = await self._repo.get_memories([c.memory.id for c in both], with_vector=True)
-        by_id = {r.id: r for r in records if r.vector is not None}
-        vectors = {i: np.asarray(by_id[c.memory.id].vector, dtype=np.float32)
-                   for i, c in enumerate(both) if c.memory.id in by_id}
+        # The searches returned the vectors with the memories; reading them again was a
+        # LanceDB query per tier (10-20 ms of a 40 ms recall at 100k memories).
+        missing = [c.memory.id for c in both if c.stored is None]
+        records = await self._repo.get_memories(missing, with_vector=True) if missing else []
+        fetched = {r.id: np.asarray(r.vector, dtype=np.float32) for r in records
+                   if r.vector is not None}
+        vectors = {i: c.stored if c.stored is not None else fetched[c.memory.id]
+                   for i, c in enumerate(both)
+                   if c.stored is not None or c.memory.id in fetched}
         memory = {i: c.memory for i, c in enumerate(both)}
         threshold = self._settings.model_profile.supersede_cosine
         # How well each answers this question: its share of the question's words, and the
@@ -728,15 +736,18 @@ def _merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
     by_id: dict[str, _Candidate] = {}
     for hit in vector_hits:
         if hit.memory.id not in by_id:
-            by_id[hit.memory.id] = _Candidate(hit.memory, cosine=hit.cosine or 0.0)
+            by_id[hit.memory.id] = _Candidate(hit.memory, cosine=hit.cosine or 0.0,
+                                              stored=hit.vector)
     if len(keyword_hits):
         # Keyword-only hits get their cosine from their stored vectors: one scale for all.
         cosines = keyword_vectors @ query_vector.astype(np.float32)
-        for hit, cosine in zip(keyword_hits, cosines, strict=True):
+        for hit, cosine, vector in zip(keyword_hits, cosines, keyword_vectors, strict=True):
             existing = by_id.get(hit.memory.id)
             if existing is None:
                 existing = by_id[hit.memory.id] = _Candidate(hit.memory, cosine=float(cosine))
             existing.bm25 = hit.bm25 or 0.0
+            if existing.stored is None:
+                existing.stored = vector
     for c in by_id.values():
         when = c.memory.time_end or c.memory.time_start or c.memory.created_at
         c.when = _utc(when).timestamp() if when else 0.0
