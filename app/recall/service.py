@@ -156,7 +156,9 @@ class RecallService:
         # by the text's length and hash (an edited text is a new key): texts change rarely
         # and tokenizing is the costliest step of packing (~1 ms per memory).
         self._tokens: OrderedDict[tuple[int, int], int] = OrderedDict()
-        self._additive: bool | None = None  # splits_on_whitespace(), checked on first use
+        # Tokens a whitespace join adds (`whitespace_join_tokens`), worked out on first use;
+        # None while unknown, _NOT_ADDITIVE when a block must be counted whole.
+        self._join_tokens: int | None = None
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
         started = time.perf_counter()
@@ -689,11 +691,16 @@ class RecallService:
     def _block_tokens(self, block: str, frame: Sequence[str], packed: Sequence[_Packed]) -> int:
         if not block:
             return 0
-        if self._additive is None:
-            self._additive = splits_on_whitespace(self._pool.count_tokens)
-        if not self._additive:
+        if self._join_tokens is None:
+            self._join_tokens = whitespace_join_tokens(self._pool.count_tokens)
+        join = self._join_tokens
+        # A memory's text with whitespace at an end would meet the frame's whitespace in
+        # one run (counted once in the block, twice apart): count the block whole then.
+        if join == _NOT_ADDITIVE or any(p.text != p.text.strip() or not p.text for p in packed):
             return self._pool.count_tokens(block)
-        return sum(p.tokens for p in packed) + sum(self._count_tokens(f) for f in frame)
+        pieces = len(frame) + len(packed)
+        return (sum(p.tokens for p in packed) + sum(self._count_tokens(f) for f in frame)
+                + join * (pieces - 1))
 
     def _count_tokens(self, text: str) -> int:
         key = (len(text), hash(text))
@@ -867,13 +874,24 @@ def render_block(packed: Sequence[_Packed], *, language: BlockLanguage
     return "\n".join(parts), frame
 
 
-def splits_on_whitespace(count_tokens: Callable[[str], int]) -> bool:
-    """Whether a text's token count is the sum of its whitespace-separated pieces' counts.
+def whitespace_join_tokens(count_tokens: Callable[[str], int]) -> int:
+    """The tokens that joining two texts with whitespace adds to the sum of their counts,
+    if that is the same for every join; else `_NOT_ADDITIVE`.
 
-    True for WordPiece (MiniLM) and other tokenizers that split on whitespace
-    before anything else; then the block's count is its frame's plus the memories' (known
-    already), exactly, without tokenizing 1,500 tokens again (~2.5 ms per recall).
+    0 for WordPiece (MiniLM), which splits on whitespace before anything else. 1 for e5's
+    SentencePiece: no piece of its vocabulary holds "▁" (a space) after its first character,
+    so a text's pieces decompose at every space, and a text counted alone leaves out the
+    "▁" that starts it (it follows the "passage: " prefix, whose own "▁" is subtracted).
+    Then the block's count is its frame's plus the memories' (known already) plus one per
+    join, exactly, without tokenizing 1,500 tokens again (~2.5 ms per recall with MiniLM's
+    Rust tokenizer, 10-20 ms with e5's in Python).
     """
     pieces = ["以下是你记得的信息。", "- [2023-05-08]", "user: Caroline: I went to a LGBTQ "
               "support group yesterday!", "assistant: 好的，下周二上午体检 (9:30)。", "Details:"]
-    return count_tokens("\n  ".join(pieces)) == sum(count_tokens(p) for p in pieces)
+    extra = [count_tokens("\n  ".join(pieces[:n])) - sum(count_tokens(p) for p in pieces[:n])
+             for n in (2, len(pieces))]
+    join = extra[0]
+    return join if join >= 0 and extra[1] == join * (len(pieces) - 1) else _NOT_ADDITIVE
+
+
+_NOT_ADDITIVE = -1
