@@ -435,15 +435,17 @@ class NamespaceCache:
     # --- searches ----------------------------------------------------------------------
 
     def nearest(self, copy: _Copy, vector: Sequence[float], where: SearchFilter, *, limit: int
-                ) -> tuple[list[dict[str, Any]], list[float]]:
-        """The `limit` rows of `where` closest to `vector` (cosine distance), closest first."""
+                ) -> tuple[list[dict[str, Any]], list[float],
+                           np.ndarray[Any, np.dtype[np.float32]]]:
+        """The `limit` rows of `where` closest to `vector` (cosine distance), closest first,
+        with their distances and vectors."""
         distances = copy.cosine_distances(vector)
         rows = np.flatnonzero(copy.mask(where))
         if len(rows) > limit:
             part = np.argpartition(distances[rows], limit - 1)[:limit]
             rows = rows[part]
         order = rows[np.lexsort((rows, distances[rows]))]
-        return self.rows(copy, order), [float(distances[r]) for r in order]
+        return self.rows(copy, order), [float(distances[r]) for r in order], copy.matrix[order]
 
     def take(self, copy: _Copy, ids: Iterable[str]
              ) -> tuple[list[dict[str, Any]], np.ndarray[Any, np.dtype[np.float32]]] | None:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import lancedb
+import numpy as np
 import pyarrow as pa
 import structlog
 
@@ -161,11 +162,14 @@ class SearchFilter:
 @dataclass(frozen=True)
 class SearchHit:
     """One memory found by a search: cosine similarity to the query vector, and the BM25
-    score of the full-text search (None when that search did not return it)."""
+    score of the full-text search (None when that search did not return it). `vector` is
+    the memory's stored vector when the search had it at hand (recall compares its
+    candidates' vectors with each other: `newer.py`); None otherwise."""
 
     memory: MemoryRecord
     cosine: float | None = None
     bm25: float | None = None
+    vector: Any = None  # (dim,) float32 array
 
 
 # Columns a recall needs; the vector is left out (a search returns the distance already).
@@ -180,6 +184,15 @@ def _search_record(row: dict[str, Any]) -> MemoryRecord:
     # The selected columns are all fields (no per-row field lookup as in `from_row`, which
     # costs ~1 ms per search); a null column takes the field default.
     return MemoryRecord(**{k: v for k, v in row.items() if v is not None})
+
+
+def _vectors(table: pa.Table, dim: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """A search result's "vector" column as an (n, dim) float32 matrix."""
+    if table.num_rows == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    flat: np.ndarray[Any, np.dtype[np.float32]] = (
+        table.column("vector").combine_chunks().flatten().to_numpy().astype(np.float32))
+    return flat.reshape(table.num_rows, dim)
 
 
 # Events collected instead of written (`Repository.collecting_events`); None: write them.
@@ -773,12 +786,15 @@ class Repository:
             cache = self.namespace_cache
             copy = await cache.get(where.namespace, load=True)
             if copy is not None:
-                rows, distances = cache.nearest(copy, vector, where, limit=limit)
-                return [SearchHit(_search_record(row), cosine=1.0 - d)
-                        for row, d in zip(rows, distances, strict=True)]
+                rows, distances, vectors = cache.nearest(copy, vector, where, limit=limit)
+                return [SearchHit(_search_record(row), cosine=1.0 - d, vector=v)
+                        for row, d, v in zip(rows, distances, vectors, strict=True)]
+        # The vectors too: recall compares its candidates with each other (newer.py), and
+        # reading 50 more vectors here costs less than a second query for them.
         query = (
             self._tables["memories"].query().nearest_to(list(vector)).distance_type("cosine")
-            .where(where.to_sql()).select([*self._search_columns(), "_distance"]).limit(limit)
+            .where(where.to_sql()).select([*self._search_columns(), "vector", "_distance"])
+            .limit(limit)
         )
         if exact:
             query = query.bypass_vector_index()
@@ -788,9 +804,10 @@ class Repository:
             query = query.nprobes(_VECTOR_NPROBES).refine_factor(_VECTOR_REFINE)
         table = await query.to_arrow()
         distances = table.column("_distance").to_pylist()
-        rows = table.drop_columns(["_distance"]).to_pylist()
-        return [SearchHit(_search_record(row), cosine=1.0 - float(d))
-                for row, d in zip(rows, distances, strict=True)]
+        matrix = _vectors(table, self.embedding_dim)
+        rows = table.drop_columns(["_distance", "vector"]).to_pylist()
+        return [SearchHit(_search_record(row), cosine=1.0 - float(d), vector=v)
+                for row, d, v in zip(rows, distances, matrix, strict=True)]
 
     async def text_search(self, text: str, where: SearchFilter, *, limit: int
                           ) -> tuple[list[SearchHit], Any]:
@@ -800,8 +817,6 @@ class Repository:
         score hits the vector search did not return on the same cosine scale. Rows written
         since the last `optimize()` are searched without the index (flat), never skipped.
         """
-        import numpy as np
-
         def search() -> Any:
             return (self._tables["memories"].query()
                     .nearest_to_text(full_text_query(text, "text"))
@@ -817,18 +832,17 @@ class Repository:
             taken = cache.take(copy, found.column("id").to_pylist())
             if taken is not None:  # else written since the copy was checked: read it all
                 rows, vectors = taken
-                hits = [SearchHit(_search_record(row), bm25=float(s))
-                        for row, s in zip(rows, found.column("_score").to_pylist(), strict=True)]
-                return hits, vectors.reshape(len(hits), self.embedding_dim)
+                vectors = vectors.reshape(len(rows), self.embedding_dim)
+                hits = [SearchHit(_search_record(row), bm25=float(s), vector=v)
+                        for row, s, v in zip(rows, found.column("_score").to_pylist(), vectors,
+                                             strict=True)]
+                return hits, vectors
         table = await search().select([*self._search_columns(), "vector", "_score"]).to_arrow()
-        if table.num_rows == 0:
-            return [], np.zeros((0, self.embedding_dim), dtype=np.float32)
         scores = table.column("_score").to_pylist()
-        vectors = (table.column("vector").combine_chunks().flatten().to_numpy()
-                   .astype(np.float32).reshape(table.num_rows, self.embedding_dim))
+        vectors = _vectors(table, self.embedding_dim)
         rows = table.drop_columns(["_score", "vector"]).to_pylist()
-        hits = [SearchHit(_search_record(row), bm25=float(s))
-                for row, s in zip(rows, scores, strict=True)]
+        hits = [SearchHit(_search_record(row), bm25=float(s), vector=v)
+                for row, s, v in zip(rows, scores, vectors, strict=True)]
         return hits, vectors
 
     async def add_hits(self, counts: dict[str, int], *, namespaces: Sequence[str],

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.embedding.names import DEFAULT_MODEL, E5_NAME
+from app.recall.service import whitespace_join_tokens
 from app.storage.records import MemoryRecord
 from tests.helpers import store
 
@@ -133,6 +135,19 @@ class TestBudget:
                 block = model.count_tokens(body["block"])
                 assert block == body["block_tokens"]
             assert body["memories"], "a 20-token budget still fits the short notes"
+
+    def test_block_count_adds_a_fixed_count_per_join(self, model: Any, minilm: Any) -> None:
+        """The block's count is summed from its pieces (`whitespace_join_tokens`), not
+        tokenized again: exact only if every join adds the same tokens, for any text."""
+        texts = [*ENGLISH, *CHINESE, *MIXED, "user: Caroline: 好的 ok\nassistant: 9:30 见"]
+        # e5's SentencePiece: a text counted alone leaves out the "▁" that starts it.
+        for encoder, expected in ((model, 1 if DEFAULT_MODEL == E5_NAME else 0), (minilm, 0)):
+            join = whitespace_join_tokens(encoder.count_tokens)
+            assert join == expected
+            for sep in ("\n", "\n  ", " "):
+                whole = encoder.count_tokens(sep.join(texts))
+                assert whole == sum(encoder.count_tokens(t) for t in texts) + \
+                    join * (len(texts) - 1)
 
     async def test_default_budget_and_top_k(self, client: Any) -> None:
         await store_notes(client, ENGLISH + MIXED)
