@@ -109,52 +109,26 @@ class Settings(BaseSettings):
     # Threshold on relevance (0-1: weighted cosine + keyword coverage, before decay/boosts):
     # below it a memory is neither returned nor counted as a hit. [profile]
     recall_min_score: float = Field(default=0.35, ge=0, le=1)
-    # Memories taken from each search (vector, full-text) before fusion and packing.
-    recall_candidates: int = Field(default=50, ge=10, le=1000)
     # Share of the keyword part in relevance; with MiniLM Chinese queries trust exact matches
     # more, because its cosine says little about Chinese. [profile]
     recall_keyword_weight: float = Field(default=0.5, ge=0, le=1)
     recall_keyword_weight_zh: float = Field(default=0.6, ge=0, le=1)
-    # In the ranking, the vector's weight shrinks by the share of the query's tokens the
-    # model does not know ([UNK]): its cosine cannot tell apart texts it cannot read.
-    recall_unknown_token_discount: bool = True
     # The vector part maps cosine linearly from floor (0) to ceiling (1): for MiniLM,
     # a question scores about 0.05 against unrelated text and 0.55 or more against its
     # answer; for e5 about 0.76 and 0.86 (a Chinese question against Chinese text: the
     # band shifted up by the profile, to 0.84 / 0.91). They set what min_score means. [profile]
     recall_cosine_floor: float = Field(default=0.05, ge=-1, lt=1)
     recall_cosine_ceiling: float = Field(default=0.55, gt=-1, le=1)
-    # Memories inside a date the query names ("on 3 June", "上周").
-    recall_time_boost: float = Field(default=1.4, ge=1, le=3)
     # Age discount: none up to `after_days` older than the newest matching memory (or the
     # request's as_of), then halving every `half_life_days` toward `floor`.
     recall_decay_after_days: float = Field(default=30.0, ge=0)
     recall_decay_half_life_days: float = Field(default=180.0, gt=0)
     recall_decay_floor: float = Field(default=0.8, ge=0, le=1)
-    # Importance 10 multiplies the score by 1 + boost, importance 1 by about 1 - boost.
-    recall_importance_boost: float = Field(default=0.05, ge=0, le=0.5)
-    recall_tier_boost: bool = True
-    # Packing (RecallService._pack): "off" returns whole memories only; "fallback" returns a
-    # memory's matching lines when the whole does not fit; "lines" packs every memory's
-    # matching lines first and gives them their other lines back while the budget allows;
-    # "auto" does "lines" for one speaker's statements and "fallback" for dialogue.
-    recall_pack_focus: Literal["off", "fallback", "lines", "auto"] = "auto"
-    recall_focus_ratio: float = Field(default=0.5, ge=0, le=1)
-    # Second hop (RecallService._bridge): search again with the best statement's line.
-    recall_bridge: bool = True
+    # The other constants of recall (candidates per search, boosts, packing, the second hop,
+    # the context after an answer) are named constants in app/recall/service.py, not
+    # settings: docs/benchmarks.md §13 says why each is not a user's choice.
     # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).
     recall_equivalents: bool = True
-    recall_other_branch_factor: float = Field(default=0.8, ge=0, le=1)
-    # A reference phrase ("as I said before"): boost for what it points to, and the factor
-    # applied to min_score (the user asserts the memory exists).
-    recall_reference_boost: float = Field(default=1.25, ge=1, le=3)
-    recall_reference_threshold_factor: float = Field(default=0.7, ge=0, le=1)
-    # A counting question ("有几个人…", "how many …") lowers min_score by the model's
-    # `count_threshold_factor` (app/embedding/profiles.py; ENGRAM_EMBEDDING_PROFILE sets it).
-    # Once a memory passes min_score (the question has an answer), weaker matches down to
-    # this share of it fill the rest of the budget, after every passing memory, as the
-    # answer's context; they are not counted as hits. 1: only what passes min_score.
-    recall_context_threshold_factor: float = Field(default=0.7, ge=0, le=1)
     # Hits are buffered and written in one batch this often (or sooner when this many memory
     # ids are pending). Each write leaves a fragment that slows searches until compaction.
     hit_flush_seconds: float = Field(default=10.0, gt=0)

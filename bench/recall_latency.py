@@ -21,7 +21,7 @@ the same size and share reuse it, so variants of the code compare on the same da
 the ~2 min build. `--stages` adds a table of per-stage times (embedding, each search,
 scoring, packing, the second hop), measured by wrapping the service's own methods; stages
 overlap (the keyword search runs during the embedding), so they do not add up to the total.
-`--set NAME=VALUE` overrides a setting (e.g. `--set recall_bridge=false`).
+`--set NAME=VALUE` overrides a setting (e.g. `--set namespace_cache_max_rows=0`).
 """
 
 from __future__ import annotations
@@ -319,7 +319,8 @@ async def main() -> None:
                         "them on later runs (same size and share)")
     parser.add_argument("--stages", action="store_true", help="print per-stage timings")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a setting, e.g. recall_bridge=false (repeatable)")
+                        help="override a setting, e.g. namespace_cache_max_rows=0 "
+                        "(repeatable)")
     parser.add_argument("--embedding-threads", type=int, default=Settings.model_fields[
         "embedding_threads"].default, help="torch threads (1 keeps tails short on a busy box)")
     args = parser.parse_args()

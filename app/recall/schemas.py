@@ -55,7 +55,7 @@ class RecallRequest(BaseModel):
                        description="The question or the user's new message, in any language.")
     top_k: int = Field(default=10, ge=1, le=100, strict=True,
                        description="At most this many memories are returned. The search "
-                       "does not depend on it (ENGRAM_RECALL_CANDIDATES per search), so the "
+                       "does not depend on it (50 candidates per search), so the "
                        "best memory is the same whatever top_k is.")
     max_tokens: int | None = Field(
         default=None, ge=1, le=32_000, strict=True,

@@ -7,7 +7,7 @@ Pipeline (one request):
    "上周") from the search text; keep the cues.
 2. **Searches, one filter**: the full-text (BM25) search runs while the query is embedded,
    the vector (cosine) search as soon as the embedding is there; both filter by namespace
-   first, so no other namespace can ever appear. Each returns `recall_candidates`
+   first, so no other namespace can ever appear. Each returns `CANDIDATES`
    memories. A named date or a referenced session adds a small search inside it.
 3. **Score** every candidate on one 0–1 scale:
    `relevance = (1 − w) · vector + w · keyword`. `vector` is the cosine mapped linearly
@@ -170,8 +170,8 @@ class RecallService:
         min_score = s.recall_min_score if request.min_score is None else request.min_score
         if parsed.reference is not None:
             # The user says the memory exists: accept a weaker match for it.
-            min_score *= s.recall_reference_threshold_factor
-            default_min_score *= s.recall_reference_threshold_factor
+            min_score *= REFERENCE_THRESHOLD_FACTOR
+            default_min_score *= REFERENCE_THRESHOLD_FACTOR
         if parsed.counts:
             # Every instance is asked for, also those the question's condition rules out.
             # How much weaker such a memory scores is the model's (its profile).
@@ -194,7 +194,7 @@ class RecallService:
         # the question's words than the answer does. They are not counted as hits.
         admitted = min_score
         if any(c.relevance >= min_score for c in candidates):
-            admitted = min_score * s.recall_context_threshold_factor
+            admitted = min_score * CONTEXT_THRESHOLD_FACTOR
         ranked = sorted(
             (c for c in candidates if c.relevance >= admitted),
             # Near-equal scores (same to 3 decimals): the more recent memory first.
@@ -319,25 +319,23 @@ class RecallService:
         async def one(part: str, part_terms: QueryTerms
                       ) -> tuple[list[_Candidate], Coverage | None]:
             found = await self._search(request, part, hint=hint, favoured=favoured)
-            unknown = self._pool.unknown_share(part) \
-                if self._settings.recall_unknown_token_discount else 0.0
+            unknown = self._pool.unknown_share(part)
             return found, self._score(found, request, parsed, terms=part_terms,
                                       chinese=has_cjk(part), unknown=unknown, hint=hint,
                                       favoured=favoured)
 
         results = await asyncio.gather(*(one(part, t) for part, t in parts))
-        if self._settings.recall_bridge:
-            bridges = []
-            for (part, _), (found, matcher) in zip(parts, results, strict=True):
-                bridge = self._bridge(part, found, matcher)
-                if bridge is not None and matcher is not None:
-                    # Scored without the question's words that none of the first search's
-                    # candidates held (its scaffolding: "下列哪一项最符合"), so a memory
-                    # sharing only the line's name still passes `min_score`.
-                    hop_terms = read(bridge).without(matcher.absent)
-                    bridges.append((bridge, hop_terms))
-            if bridges:
-                results += await asyncio.gather(*(one(b, t) for b, t in bridges))
+        bridges = []
+        for (part, _), (found, matcher) in zip(parts, results, strict=True):
+            bridge = self._bridge(part, found, matcher)
+            if bridge is not None and matcher is not None:
+                # Scored without the question's words that none of the first search's
+                # candidates held (its scaffolding: "下列哪一项最符合"), so a memory
+                # sharing only the line's name still passes `min_score`.
+                hop_terms = read(bridge).without(matcher.absent)
+                bridges.append((bridge, hop_terms))
+        if bridges:
+            results += await asyncio.gather(*(one(b, t) for b, t in bridges))
         if len(results) == 1:
             return results[0]
         best: dict[str, _Candidate] = {}
@@ -395,7 +393,7 @@ class RecallService:
         where = self._filter(request)
         # Not more with a larger top_k: the candidates are also the corpus of the keyword
         # weights (`Coverage`), so the best memory would change with top_k.
-        limit = self._settings.recall_candidates
+        limit = CANDIDATES
         # The keyword search needs no vector: it runs while the query is being embedded,
         # and the vector search starts the moment the embedding is there.
         keyword = asyncio.create_task(self._repo.text_search(text, where, limit=limit))
@@ -501,18 +499,17 @@ class RecallService:
                 floor, ceiling = across_band
                 c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
             c.decay = self._decay(c.memory, reference)
-            c.importance = 1 + s.recall_importance_boost * (c.memory.importance - 5) / 5
-            if s.recall_tier_boost:
-                c.tier = _TIER_BOOST["longterm"] if c.memory.summary_of else \
-                    _TIER_BOOST.get(c.memory.tier, 1.0)
+            c.importance = 1 + _IMPORTANCE_BOOST * (c.memory.importance - 5) / 5
+            c.tier = _TIER_BOOST["longterm"] if c.memory.summary_of else \
+                _TIER_BOOST.get(c.memory.tier, 1.0)
             if request.other_branches and c.memory.branch != request.branch:
-                c.branch = s.recall_other_branch_factor
+                c.branch = _OTHER_BRANCH_FACTOR
             if hint is not None and _overlaps(c.memory, hint):
-                c.time = s.recall_time_boost
+                c.time = _TIME_BOOST
             if c.memory.session_id in favoured:
-                c.reference *= s.recall_reference_boost
+                c.reference *= _REFERENCE_BOOST
             if about_question and c.memory.category == "question":
-                c.reference *= s.recall_reference_boost
+                c.reference *= _REFERENCE_BOOST
             c.score = c.ranking * c.decay * c.boost
         return matcher
 
@@ -552,7 +549,6 @@ class RecallService:
         words (on LoCoMo, packing dialogue by matching lines cost 6 points at 500 tokens;
         only as a fallback it gained 2).
         """
-        mode = self._settings.recall_pack_focus
         packed: list[_Packed | None] = []
         used = 0
         # A message is known by (session, msg_id, part), never msg_id alone: clients number
@@ -577,7 +573,7 @@ class RecallService:
                 # The matching lines are worked out only when they can be used: packed
                 # first (statements), or in place of a whole that does not fit.
                 core: list[_Unit] | None = None
-                if mode == "lines" or (mode == "auto" and _one_speaker(units)):
+                if _one_speaker(units):
                     core = self._core(fresh, matcher, whole=units)
                     if not core:
                         self._passed_over(c, PassedOver.matched_lines_returned, 0)
@@ -585,7 +581,7 @@ class RecallService:
                 core_first = core is not None and len(core) < len(fresh)
                 choice = core if core is not None and core_first else fresh
                 tokens = self._units_tokens(c.memory, units, choice)
-                if used + tokens > max_tokens and mode != "off" and not core_first:
+                if used + tokens > max_tokens and not core_first:
                     core = core if core is not None else self._core(fresh, matcher)
                     if len(core) < len(fresh):
                         choice = core
@@ -655,7 +651,7 @@ class RecallService:
 
     def _core(self, units: list[_Unit], matcher: Coverage | None,
               whole: list[_Unit] | None = None) -> list[_Unit]:
-        """The lines that carry the memory's keyword match: at least `recall_focus_ratio`
+        """The lines that carry the memory's keyword match: at least `_FOCUS_RATIO`
         of its best line's share of the query terms.
 
         `units` may be what is left of the memory's lines (`whole`) after better memories
@@ -664,7 +660,7 @@ class RecallService:
         """
         if matcher is None or (len(units) < 2 and whole is None):
             return units
-        ratio = self._settings.recall_focus_ratio
+        ratio = _FOCUS_RATIO
         share = {u: matcher.share(u[1]) for u in whole or units}  # `units` ⊆ `whole`
         shares = [share[u] for u in units]
         best = max(shares)
@@ -715,6 +711,23 @@ class RecallService:
 
 
 _TOKEN_CACHE_SIZE = 50_000
+# Constants of the pipeline above, not settings: each was chosen by measuring on both role
+# protocols and MemDaily (docs/benchmarks.md §3, §5b, §12, §13), no deployment has a reason of
+# its own to turn one, and a change moves the figures only together with the others.
+CANDIDATES = 50  # memories taken from each search; also the corpus of the keyword weights
+_TIME_BOOST = 1.4  # memories inside a date the query names ("on 3 June", "上周")
+_IMPORTANCE_BOOST = 0.05  # importance 10 multiplies the score by 1.05, importance 1 by 0.96
+_OTHER_BRANCH_FACTOR = 0.8  # a memory of another branch, when other_branches is asked for
+_REFERENCE_BOOST = 1.25  # what a reference phrase ("as I said before") points to
+# The user says the memory exists ("as I said before"): min_score is lowered by this.
+REFERENCE_THRESHOLD_FACTOR = 0.7
+# Once a memory passes min_score, weaker ones down to this share of it fill what the budget
+# leaves, as the answer's context (`recall`); 0.7 gave the whole gain of min_score 0 on
+# LoCoMo (docs/benchmarks.md §12) while a question without an answer still gets nothing.
+CONTEXT_THRESHOLD_FACTOR = 0.7
+# A statement memory's matching lines (`_core`): at least this share of its best line's
+# share of the query's terms.
+_FOCUS_RATIO = 0.5
 _HOP_FROM = 3  # memories whose lines a second hop may start from (`_bridge`)
 _EXTRA = 20  # memories taken from a date window or a referenced session
 

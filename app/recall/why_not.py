@@ -10,7 +10,7 @@ answer is the first rule that excluded the memory, in the order recall applies t
 2. `state`: compressed or forgotten, so no search sees it (restore brings it back);
 3. `filter`: the request's branch, categories, tiers, session or time range leave it out;
 4. `not_candidate`: neither the vector nor the keyword search ranked it among the
-   candidates they keep (`recall_candidates`); its cosine to the query is given;
+   candidates they keep (`CANDIDATES`); its cosine to the query is given;
 5. `below_threshold`: scored, but its `relevance` is below the threshold applied (and it
    is not the newer statement of a returned fact, which recall takes in below it);
 6. `duplicate`: every line it holds was already returned by a better memory (chunks
@@ -41,7 +41,14 @@ from typing_extensions import override
 from app.recall.hits import HitRecorder
 from app.recall.references import ParsedQuery
 from app.recall.schemas import RecallRequest, RecallResponse, ScoreParts
-from app.recall.service import PassedOver, RecallService, _Candidate, _Packed
+from app.recall.service import (
+    CANDIDATES,
+    CONTEXT_THRESHOLD_FACTOR,
+    PassedOver,
+    RecallService,
+    _Candidate,
+    _Packed,
+)
 from app.recall.text import Coverage
 from app.recall.when import TimeHint
 from app.storage.records import MemoryRecord
@@ -224,7 +231,7 @@ class WhyNotService:
         candidate = scored.get(memory_id)
         if candidate is None:
             cosine = await self._cosine(memory, result.search_text or request.query, traced)
-            limit = traced._settings.recall_candidates  # the same whatever top_k
+            limit = CANDIDATES  # the same whatever top_k
             return WhyNotItem(
                 memory_id=memory_id, verdict=Verdict.not_candidate, state=memory.state,
                 min_score=threshold, cosine=None if cosine is None else round(cosine, 4),
@@ -245,7 +252,7 @@ class WhyNotService:
                 "reason": f"its relevance {candidate.relevance:.3f} is below the threshold "
                 f"{threshold:.3f} (vector part {candidate.vector:.3f}, keyword part "
                 f"{candidate.keyword:.3f})"})
-        context_floor = threshold * traced._settings.recall_context_threshold_factor
+        context_floor = threshold * CONTEXT_THRESHOLD_FACTOR
         if candidate.relevance >= threshold:
             passed = "it passed the threshold"
         elif candidate.relevance >= context_floor:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from app.recall.service import CONTEXT_THRESHOLD_FACTOR
 from tests.helpers import store
 from tests.recall.test_focus_and_hops import returned_ids
 from tests.recall.test_recall_api import recall
@@ -168,7 +169,7 @@ class TestContextAfterAnAnswer:
             assert relevance[best] > relevance[second] > 0, relevance
             # A threshold the best memory passes and the second does not, although the
             # second is above the context floor (threshold x factor).
-            factor = state.settings.recall_context_threshold_factor
+            factor = CONTEXT_THRESHOLD_FACTOR
             threshold = min(relevance[best] - 1e-3, relevance[second] / factor - 1e-3)
             assert relevance[second] < threshold
             await state.hits.flush()
