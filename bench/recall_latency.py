@@ -220,9 +220,12 @@ class Stages:
         self.wrap(repo, "text_search", "text_search")
         self.wrap(repo, "vector_search", "vector_search")
         self.wrap(repo, "count_memories", "count_memories")
+        self.wrap(repo, "get_memories", "get_memories")
         for method, stage in (("_search", "search (one part)"), ("_score", "score"),
                               ("_pack", "pack"), ("_bridge", "bridge (build query)"),
-                              ("_candidates", "candidates (all searches)")):
+                              ("_candidates", "candidates (all searches)"),
+                              ("_newer_first", "newer first"),
+                              ("_block_tokens", "block tokens")):
             if hasattr(recall, method):
                 self.wrap(recall, method, stage)
 
