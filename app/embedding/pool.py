@@ -225,12 +225,14 @@ class EmbeddingPool:
         so the bounded-priority rule (`max_jobs_ahead`) still holds for the waiting ones:
         these questions count as going ahead of them.
         """
+        if self._loop is None:  # nothing was ever submitted: nobody to answer
+            return
         batch: list[_Job] = []
         with self._jobs_lock:
             while (len(batch) < self._batch_size and self._jobs
                    and self._jobs[0].lane == Lane.query):
                 self._taken(heapq.heappop(self._jobs), batch)
-        if not batch or self._loop is None:
+        if not batch:
             return
         texts = [t for job in batch for t in job.texts]
         try:
