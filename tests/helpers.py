@@ -53,3 +53,21 @@ async def job_state(client: AppClient, job_id: str, *, seconds: float) -> str:
         if state != "queued" or time.monotonic() > deadline:
             return state
         await asyncio.sleep(0.2)
+
+
+async def metrics_after_bilingual_use(client: AppClient) -> str:
+    """/metrics after one English and one Chinese memory were stored and recalled."""
+    for session, text in (("s1", "I moved to Lisbon in May."), ("s2", "我下周二去杭州出差。")):
+        response = await client.post("/v1/store", json={
+            "namespace": "alice", "session_id": session,
+            "messages": [{"role": "user", "content": text}]})
+        assert response.status_code == 200, response.text
+        response = await client.post("/v1/recall", json={"namespace": "alice", "query": text})
+        assert response.status_code == 200, response.text
+    return str((await client.get("/metrics")).text)
+
+
+def metric_by_label(text: str, metric: str, label: str) -> dict[str, float]:
+    """Values of the Prometheus series `metric{label="…"}` in `text`, by that label."""
+    return {line.split(f'{label}="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line.startswith(f"{metric}{{")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.helpers import messages, store
+from tests.helpers import messages, metric_by_label, metrics_after_bilingual_use, store
 
 
 class TestMetrics:
@@ -24,24 +24,13 @@ class TestMetrics:
 
     async def test_lancedb_caches_question_waits_and_loop_lag_are_reported(
             self, client: Any) -> None:
-        for session, text in (("s1", "I moved to Lisbon in May."), ("s2", "我下周二去杭州出差。")):
-            response = await client.post("/v1/store", json={
-                "namespace": "alice", "session_id": session,
-                "messages": [{"role": "user", "content": text}]})
-            assert response.status_code == 200, response.text
-            response = await client.post("/v1/recall", json={"namespace": "alice",
-                                                             "query": text})
-            assert response.status_code == 200, response.text
-        text = (await client.get("/metrics")).text
-        held = {line.split('what="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines() if line.startswith("engram_memory_held{")}
+        text = await metrics_after_bilingual_use(client)
+        held = metric_by_label(text, "engram_memory_held", "what")
         # LanceDB's caches, within their caps (256 + 128 MB by default).
         assert 0 < held["lancedb_cache_bytes"] <= (256 + 128) * 2**20
         # Each recall's question waited for its vector (the query lane), each store's chunks
         # for theirs (a recall may also embed a second text: at least one wait each).
-        waits = {line.split('lane="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
-                 for line in text.splitlines()
-                 if line.startswith("engram_embedding_wait_seconds_count{")}
+        waits = metric_by_label(text, "engram_embedding_wait_seconds_count", "lane")
         assert waits["query"] >= 2 and waits["passage"] >= 2, waits
         assert "engram_event_loop_lag_seconds_count" in text
 

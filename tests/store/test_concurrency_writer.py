@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from app.storage.records import MessageRecord
 from app.storage.writer import Upsert
+from tests.helpers import metric_by_label, metrics_after_bilingual_use
 
 
 def message_rows(repo: Any, namespace: str, count: int = 2) -> pa.Table:
@@ -68,17 +69,8 @@ class TestMemoryGauges:
     async def test_metrics_report_what_the_server_holds_without_namespace_labels(
         self, client: Any
     ) -> None:
-        for session, text in (("s1", "I moved to Lisbon in May."), ("s2", "我下周二去杭州出差。")):
-            response = await client.post("/v1/store", json={
-                "namespace": "alice", "session_id": session,
-                "messages": [{"role": "user", "content": text}]})
-            assert response.status_code == 200, response.text
-            response = await client.post("/v1/recall", json={"namespace": "alice",
-                                                             "query": text})
-            assert response.status_code == 200, response.text
-        text = (await client.get("/metrics")).text
-        held = {line.split('what="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines() if line.startswith("engram_memory_held{")}
+        text = await metrics_after_bilingual_use(client)
+        held = metric_by_label(text, "engram_memory_held", "what")
         assert held["namespace_cache_rows"] == 2  # the recalled namespace's copy, 2 memories
         assert held["namespace_cache_bytes"] > 2 * 384 * 4
         assert held["hit_buffer_ids"] >= 1
