@@ -210,10 +210,14 @@ class EmbeddingPool:
                 self._take_queries(batch)
         return batch
 
-    def _take_queries(self, batch: list[_Job]) -> None:
+    def _take_queries(self, batch: list[_Job], *, unless_overdue: bool = True) -> None:
+        """Move waiting questions into `batch`, up to a batch; with `unless_overdue`, none
+        while a less urgent job is due (inside a pass of stored text that job is the one
+        being encoded, so questions are taken regardless)."""
         with self._jobs_lock:
             while (len(batch) < self._batch_size and self._jobs
-                   and self._jobs[0].lane == Lane.query and self._overdue() is None):
+                   and self._jobs[0].lane == Lane.query
+                   and (not unless_overdue or self._overdue() is None)):
                 self._taken(heapq.heappop(self._jobs), batch)
 
     def _answer_waiting_questions(self) -> None:
@@ -228,10 +232,7 @@ class EmbeddingPool:
         if self._loop is None:  # nothing was ever submitted: nobody to answer
             return
         batch: list[_Job] = []
-        with self._jobs_lock:
-            while (len(batch) < self._batch_size and self._jobs
-                   and self._jobs[0].lane == Lane.query):
-                self._taken(heapq.heappop(self._jobs), batch)
+        self._take_queries(batch, unless_overdue=False)
         if not batch:
             return
         texts = [t for job in batch for t in job.texts]
