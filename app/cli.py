@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 import uvicorn
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.config import Settings, server_environment, unknown_variables
 
 if TYPE_CHECKING:
     from engram_client import Client
@@ -49,6 +49,18 @@ def _exit_if_model_unavailable(settings: Settings) -> None:
         check_available(settings.embedding_model)
     except Unavailable as exc:
         raise SystemExit(f"engram: {exc}") from None
+
+
+def _exit_on_moved_settings_and_name_unknown_ones() -> None:
+    """Before a server starts: refuse a threshold set under its old name (it moved into the
+    model's profile), and name each ENGRAM_* variable that is not a setting (a typo leaves
+    its setting at the default)."""
+    try:
+        said = unknown_variables(server_environment())
+    except ValueError as exc:
+        raise SystemExit(f"engram: {exc}") from None
+    for line in said:
+        print(f"engram: warning: {line}", file=sys.stderr)
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
@@ -300,6 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValidationError as exc:
         problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         raise SystemExit(f"engram: invalid settings: {problems}") from None
+    if args.command in ("migrate", "serve"):
+        _exit_on_moved_settings_and_name_unknown_ones()
     if args.command == "migrate":
         _exit_if_model_unavailable(settings)
         _migrate(settings)

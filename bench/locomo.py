@@ -15,7 +15,7 @@ Usage::
     # the other role protocol (every turn stored as `user`); always report both:
     PYTHONPATH=. .venv/bin/python bench/locomo.py ../shared/data/locomo-dev.json --roles user
     # keep the ingested store and try other recall settings on it:
-    ... bench/locomo.py DATA --data-dir /tmp/engram-locomo --set recall_keyword_weight=0.5
+    ... bench/locomo.py DATA --data-dir /tmp/engram-locomo --set recall_equivalents=false
 
 The data never enters the repository: the script reads it from the path given. The app runs
 in-process (httpx over ASGI, the real lifespan, the real model); `--url` targets a running

@@ -5,8 +5,9 @@ Models spread their cosines differently. For all-MiniLM-L6-v2 unrelated text sco
 band (unrelated about 0.70-0.80, related 0.80-0.95, a Chinese question scoring higher against
 any Chinese text than an English one against English). A threshold tuned for one model means
 nothing for the other, so the recall settings that depend on the cosine's scale take their
-defaults from the configured model's profile (`Settings.model_profile`); a deployment may
-still set any of them (`ENGRAM_RECALL_MIN_SCORE`, ...), which then wins.
+values from the configured model's profile (`Settings.model_profile`), and only from there;
+a deployment may override any field with `ENGRAM_EMBEDDING_PROFILE` (below), and a recall
+may pass its own `min_score`.
 
 The values were calibrated on sentences written for the purpose, never on evaluation data:
 tests/embedding/calibration_pairs.py (questions and the notes or chat stretches that answer
@@ -106,13 +107,12 @@ class ModelProfile:
     count_threshold_factor: float = 0.7
     cross_script_shift: float | None = None
 
-    def cosine_band(self, floor: float, ceiling: float, *, chinese_pair: bool
-                    ) -> tuple[float, float]:
-        """(floor, ceiling) for a question and a memory, from the configured band;
-        `chinese_pair`: both are Chinese."""
+    def cosine_band(self, *, chinese_pair: bool) -> tuple[float, float]:
+        """(floor, ceiling) for a question and a memory; `chinese_pair`: both are Chinese."""
         if chinese_pair:
-            return floor + self.zh_floor_shift, ceiling + self.zh_ceiling_shift
-        return floor, ceiling
+            return (self.cosine_floor + self.zh_floor_shift,
+                    self.cosine_ceiling + self.zh_ceiling_shift)
+        return self.cosine_floor, self.cosine_ceiling
 
     def with_overrides(self, overrides: dict[str, Any]) -> ModelProfile:
         known = {f.name for f in fields(self)} - {"name"}

@@ -84,7 +84,7 @@ class MemoryService:
         vector = (await self._pool.embed_query(q)).tolist()
         near, keyword = await self._repo.search_memories(where, vector=vector, text=q,
                                                          limit=_SEARCH_DEPTH)
-        floor = self._settings.recall_cosine_floor
+        floor = self._settings.model_profile.cosine_floor
         scores: dict[str, float] = {}
         records: dict[str, MemoryRecord] = {}
         ranked_near = [h for h in near if (h.cosine or 0.0) > floor]

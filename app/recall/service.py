@@ -11,12 +11,12 @@ Pipeline (one request):
    memories. A named date or a referenced session adds a small search inside it.
 3. **Score** every candidate on one 0–1 scale:
    `relevance = (1 − w) · vector + w · keyword`. `vector` is the cosine mapped linearly
-   from `recall_cosine_floor` (0) to `recall_cosine_ceiling` (1), a band the model's
+   from the model profile's `cosine_floor` (0) to its `cosine_ceiling` (1), a band the
    profile shifts for a Chinese question against a Chinese memory (e5 puts any two Chinese
    texts closer than two English ones: `ModelProfile.cosine_band`); `keyword` is half the
    IDF-weighted share of the query's terms the memory contains (`text.coverage`) and half
    its BM25 relative to the best keyword hit, scaled by that hit's share. Both are absolute,
-   so one `min_score` means the same in every store. `w` = `recall_keyword_weight`, higher
+   so one `min_score` means the same in every store. `w` = the profile's `keyword_weight`, higher
    for Chinese queries with MiniLM, whose cosine says little about Chinese, so
    exact matches must carry the ranking. A memory in another script than every word of the
    query (an English question, a Chinese memory, or the reverse) can have no keyword part:
@@ -166,8 +166,8 @@ class RecallService:
         parsed = parse_query(request.query)
         hint = find_time_hint(parsed.text, reference=_utc(request.as_of or datetime.now(UTC)))
         search_text = strip_phrase(parsed.text, hint.phrase) if hint else parsed.text
-        default_min_score = s.recall_min_score
-        min_score = s.recall_min_score if request.min_score is None else request.min_score
+        default_min_score = s.model_profile.min_score
+        min_score = default_min_score if request.min_score is None else request.min_score
         if parsed.reference is not None:
             # The user says the memory exists: accept a weaker match for it.
             min_score *= REFERENCE_THRESHOLD_FACTOR
@@ -472,7 +472,8 @@ class RecallService:
         best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
         best_bm25 = candidates[best].bm25
         best_cover = covered[best] if best_bm25 > 0 else 0.0
-        weight = s.recall_keyword_weight_zh if chinese else s.recall_keyword_weight
+        profile = s.model_profile
+        weight = profile.keyword_weight_zh if chinese else profile.keyword_weight
         # The ranking trusts the cosine only as far as the model can read the query: the
         # bundled English model sees most Chinese characters as [UNK], and its cosine then
         # measures how much unknown text a memory has, not what it says. `min_score` keeps
@@ -743,8 +744,7 @@ def _overlaps(memory: MemoryRecord, hint: TimeHint) -> bool:
 def _cosine_bands(s: Settings) -> dict[bool, tuple[float, float]]:
     """The cosine's (floor, ceiling) for a question and a memory, by whether both are
     Chinese (`ModelProfile.cosine_band`)."""
-    return {chinese: s.model_profile.cosine_band(s.recall_cosine_floor, s.recall_cosine_ceiling,
-                                                 chinese_pair=chinese)
+    return {chinese: s.model_profile.cosine_band(chinese_pair=chinese)
             for chinese in (False, True)}
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from app.config import PROFILE_SETTINGS
 from app.embedding import profiles
 from app.embedding.names import E5_NAME, MINILM_NAME
 from app.recall.text import has_cjk
@@ -136,27 +135,27 @@ async def test_a_question_in_one_language_finds_the_memory_in_the_other(open_cli
 
 
 class TestProfiles:
-    def test_the_thresholds_default_to_the_configured_models_profile(self, tmp_path: Any
-                                                                     ) -> None:
+    def test_the_thresholds_are_the_configured_models_profile(self, tmp_path: Any) -> None:
         e5 = make_settings(tmp_path, embedding_model=E5_NAME)
         minilm = make_settings(tmp_path, embedding_model=MINILM_NAME)
-        for setting, field in PROFILE_SETTINGS.items():
-            assert getattr(e5, setting) == getattr(profiles.E5, field)
-            assert getattr(minilm, setting) == getattr(profiles.MINILM, field)
-        assert e5.model_profile.name == E5_NAME
-        assert minilm.model_profile.name == MINILM_NAME
+        assert e5.model_profile == profiles.E5
+        assert minilm.model_profile == profiles.MINILM
+        assert (e5.model_profile.cosine_floor, minilm.model_profile.cosine_floor) == (0.76, 0.05)
 
-    def test_a_setting_overrides_the_profile_and_an_unknown_model_takes_a_profile(
+    def test_the_profile_setting_overrides_a_field_and_an_unknown_model_takes_a_profile(
             self, tmp_path: Any) -> None:
-        assert make_settings(tmp_path, recall_min_score=0.5).recall_min_score == 0.5
+        stricter = make_settings(tmp_path, embedding_model=E5_NAME,
+                                 embedding_profile={"min_score": 0.5})
+        assert stricter.model_profile.min_score == 0.5
+        assert stricter.model_profile.cosine_floor == profiles.E5.cosine_floor
         local = make_settings(tmp_path, embedding_model="/models/my-model",
                               embedding_profile={"cosine_floor": 0.2, "cosine_ceiling": 0.7})
-        assert (local.recall_cosine_floor, local.recall_cosine_ceiling) == (0.2, 0.7)
+        assert local.model_profile.cosine_band(chinese_pair=False) == (0.2, 0.7)
         assert local.model_profile.name == "/models/my-model"
 
     def test_a_bad_profile_is_refused_with_its_name(self, tmp_path: Any) -> None:
         with pytest.raises(ValueError, match="unknown field"):
             make_settings(tmp_path, embedding_profile={"cosine_flor": 0.2})
-        with pytest.raises(ValueError, match="FLOOR must be below"):
+        with pytest.raises(ValueError, match="cosine_floor must be below"):
             make_settings(tmp_path, embedding_profile={"cosine_floor": 0.9,
                                                        "cosine_ceiling": 0.8})
