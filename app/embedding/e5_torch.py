@@ -56,8 +56,12 @@ PASSAGE_PREFIX = "passage: "
 # tokens: 1.50 s at 512, 1.49 s at 2,048, 1.52 s one text per pass; docs/benchmarks.md §7).
 MAX_BATCH_TEXTS = 16
 MAX_BATCH_TOKENS = 512
-# Batches are padded to a multiple of this many tokens (`padded_length`); 512 is one.
+# Batches are padded to a multiple of LENGTH_STEP tokens (`padded_length`; 512 is one), and
+# of SHORT_LENGTH_STEP up to SHORT_LENGTHS tokens: a question (12-20 tokens) padded to 32
+# cost 10.2 ms of CPU a question, padded to 16 or 24 7.3 ms (docs/benchmarks.md §17).
 LENGTH_STEP = 32
+SHORT_LENGTH_STEP = 8
+SHORT_LENGTHS = 64
 
 
 # --- the bin ------------------------------------------------------------------------------
@@ -419,15 +423,19 @@ def batches(lengths: list[int], *, max_texts: int = MAX_BATCH_TEXTS,
 
 
 def padded_length(tokens: int) -> int:
-    """`tokens` rounded up to a multiple of `LENGTH_STEP`: the length a batch is padded to.
+    """The length a batch whose longest row has `tokens` tokens is padded to: a multiple of
+    `SHORT_LENGTH_STEP` up to `SHORT_LENGTHS`, of `LENGTH_STEP` above.
 
     Why: the CPU kernels (oneDNN) keep a compiled primitive, with its buffers, per input
     shape. With every batch padded to its own longest text, each store brought new shapes
     and a server's memory grew without bound (an encoder's RSS 0.41 → 1.24 GB over 40 slices
-    of random lengths, still climbing). With 16 lengths the shapes are few and cached; the
-    extra padding is masked and costs at most `LENGTH_STEP` - 1 tokens a row.
+    of random lengths, still climbing). With 22 lengths the shapes are few and cached; the
+    extra padding is masked. The finer steps below `SHORT_LENGTHS` are for questions, whose
+    every padded token is latency (a question is one short row: padding it to 32 cost it a
+    third more time).
     """
-    return -(-max(tokens, 1) // LENGTH_STEP) * LENGTH_STEP
+    step = SHORT_LENGTH_STEP if tokens <= SHORT_LENGTHS else LENGTH_STEP
+    return -(-max(tokens, 1) // step) * step
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from app.embedding.e5_torch import (
     MAX_BATCH_TOKENS,
     PASSAGE_PREFIX,
     QUERY_PREFIX,
+    SHORT_LENGTH_STEP,
+    SHORT_LENGTHS,
     E5TorchEncoder,
     batches,
     padded_length,
@@ -152,5 +154,8 @@ def test_batches_are_padded_to_few_lengths() -> None:
     # The kernels cache one compiled primitive per input shape: a length per batch made a
     # server's memory grow with every store (e5_torch.padded_length).
     lengths = {padded_length(n) for n in range(1, 513)}
-    assert len(lengths) == 512 // LENGTH_STEP and max(lengths) == 512
+    short = SHORT_LENGTHS // SHORT_LENGTH_STEP
+    assert len(lengths) == short + (512 - SHORT_LENGTHS) // LENGTH_STEP and max(lengths) == 512
     assert all(n <= padded_length(n) < n + LENGTH_STEP for n in range(1, 513))
+    # A question (a short row) pads to the next multiple of the short step, not to 32.
+    assert [padded_length(n) for n in (12, 16, 17, 64, 65)] == [16, 16, 24, 64, 96]
