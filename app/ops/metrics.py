@@ -70,7 +70,7 @@ class Metrics:
         # What builds and background work waited for recalls in flight, per boundary
         # (app/ops/recall_first.py): the price of recall first, paid by the ingest.
         self.recall_first_wait = Histogram("engram_recall_first_wait_seconds",
-                                           "Wait of a build step for recalls in flight",
+                                           "Wait of a build step for recalls (0: none in flight)",
                                            buckets=_LATENCY_BUCKETS, registry=r)
         self.lock_wait = Histogram("engram_lock_wait_seconds", "Wait for a namespace lock",
                                    buckets=_LATENCY_BUCKETS, registry=r)

@@ -66,12 +66,13 @@ class RecallFirst:
 
     async def step_aside(self) -> None:
         """Wait while a recall is in flight, at most `max_wait` (a boundary of a build)."""
-        if not self._in_flight or self._max_wait <= 0:
+        if self._max_wait <= 0:
             return
         started = time.perf_counter()
-        with contextlib.suppress(TimeoutError):  # bounded: then it goes on, recall or not
-            await asyncio.wait_for(self._clear.wait(), self._max_wait)
-        if self.on_wait is not None:
+        if self._in_flight:
+            with contextlib.suppress(TimeoutError):  # bounded: then it goes on, recall or not
+                await asyncio.wait_for(self._clear.wait(), self._max_wait)
+        if self.on_wait is not None:  # 0 too: the share of boundaries that waited shows
             self.on_wait(time.perf_counter() - started)
 
     async def each_in_thread(self, work: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:

@@ -28,8 +28,8 @@ _FACTS = [
 _QUESTIONS = ("Where does my sister Ingrid work?", "我的车牌号是多少？")
 
 
-def wait_count(metrics_text: str) -> float:
-    prefix = "engram_recall_first_wait_seconds_count "
+def waited_seconds(metrics_text: str) -> float:
+    prefix = "engram_recall_first_wait_seconds_sum "
     return next(float(line[len(prefix):]) for line in metrics_text.splitlines()
                 if line.startswith(prefix))
 
@@ -39,7 +39,7 @@ async def test_recalls_during_a_long_build_come_back_first_and_the_build_still_f
     await store(client, _FACTS, namespace="mei", session_id="facts")
     # A long import: ~100 chunks to analyse and embed, several seconds of build.
     imported = chat_messages(random.Random(14), 400, id_prefix="imp-")
-    before = wait_count((await client.get("/metrics")).text)
+    before = waited_seconds((await client.get("/metrics")).text)
     importing = asyncio.create_task(client.post("/v1/store", json={
         "namespace": "mei", "session_id": "import", "messages": imported, "wait": True}))
     await asyncio.sleep(0)  # the store call has started
@@ -62,7 +62,7 @@ async def test_recalls_during_a_long_build_come_back_first_and_the_build_still_f
     # Recalls were not held behind the build: many came back while it was still running.
     assert answered_during_import >= 6
     # And the build stepped aside for them at its boundaries.
-    assert wait_count((await client.get("/metrics")).text) > before
+    assert waited_seconds((await client.get("/metrics")).text) > before
 
 
 async def test_stepping_aside_waits_for_a_recall_in_flight_but_only_so_long() -> None:
