@@ -108,6 +108,11 @@ class Settings(BaseSettings):
     # Recall first, but bounded: a waiting store (or background) batch lets at most this many
     # jobs of more urgent lanes (one query is one job) go ahead of it, then it goes next.
     embedding_max_jobs_ahead: int = Field(default=16, ge=1, le=10_000)
+    # Recall first (app/ops/recall_first.py): while a recall is in flight, builds and
+    # background work wait at each of their boundaries (a text analysed, a slice of texts
+    # embedded, a forward pass, a write) until no recall is, at most this long per boundary,
+    # so they never starve. 0 turns the waiting off.
+    recall_first_max_wait_ms: float = Field(default=50.0, ge=0, le=1000)
 
     # --- store ---------------------------------------------------------------------------
     chunk_max_turns: int = Field(default=6, ge=1, le=50)

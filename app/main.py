@@ -28,6 +28,7 @@ from app.memories.service import MemoryService
 from app.ops.disk import DiskSpace
 from app.ops.malloc import limit_arenas
 from app.ops.metrics import Metrics, MetricsMiddleware
+from app.ops.recall_first import RecallFirst
 from app.ops.router import router as ops_router
 from app.recall.hits import HitRecorder
 from app.recall.router import router as recall_router
@@ -72,7 +73,11 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         embedding.metrics = metrics
         metrics.watch_queue(lambda: embedding.queue_depth)
         locks.on_wait = metrics.lock_wait.observe
-        builder = MemoryBuilder(repo, embedding, settings)
+        # Recalls go first: builds and background work wait for them (bounded).
+        recall_first = RecallFirst(settings.recall_first_max_wait_ms / 1000)
+        recall_first.on_wait = metrics.recall_first_wait.observe
+        embedding.recall_first = recall_first
+        builder = MemoryBuilder(repo, embedding, settings, recall_first=recall_first)
         store = StoreService(repo, builder, locks, settings, metrics=metrics)
         maintenance = Maintenance(repo, every_versions=settings.compact_every_versions,
                                   every_rows=settings.compact_every_rows,
@@ -91,7 +96,9 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                                                        pool=embedding),
             maintenance=maintenance,
             transfer=TransferService(repo, embedding, builder, locks, settings),
-            recall=RecallService(repo, embedding, hits, settings), hits=hits,
+            recall=RecallService(repo, embedding, hits, settings, metrics=metrics,
+                                 recall_first=recall_first),
+            hits=hits,
             compression=compression,
         )
         hits.after_flush = app.state.engram.memories.promote_due  # tiers earned by hits

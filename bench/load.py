@@ -65,11 +65,14 @@ async def store(client: httpx.AsyncClient, namespace: str, session_id: str,
 
 
 async def recall_loop(client: httpx.AsyncClient, namespace: str, rng: random.Random,
-                      *, count: int | None, until: asyncio.Event | None) -> tuple[list[float],
-                                                                                   list[str]]:
-    """Recall one query after another; latencies (s) and errors."""
+                      *, count: int | None, until: asyncio.Event | None
+                      ) -> tuple[list[float], list[str], list[float]]:
+    """Recall one query after another; latencies (s), errors, and each recall's time outside
+    the recall service (s: the client's latency less the response's `took_ms`: HTTP, the
+    request waiting for the event loop, validation, serialisation)."""
     latencies: list[float] = []
     errors: list[str] = []
+    outside: list[float] = []
     while (count is None or len(latencies) < count) and not (until and until.is_set()):
         started = time.perf_counter()
         response = await client.post("/v1/recall", json={
@@ -77,7 +80,9 @@ async def recall_loop(client: httpx.AsyncClient, namespace: str, rng: random.Ran
         latencies.append(time.perf_counter() - started)
         if response.status_code != 200:
             errors.append(f"recall {response.status_code}: {response.text[:200]}")
-    return latencies, errors
+        else:
+            outside.append(latencies[-1] - response.json()["took_ms"] / 1000)
+    return latencies, errors, outside
 
 
 async def jobs_done(client: httpx.AsyncClient, job_ids: list[str]) -> None:
@@ -126,9 +131,13 @@ def memory_gauges(text: str) -> Json:
 
 
 # Where a recall's time goes, from the server's own histograms (bucket bounds, so coarse):
-# the whole recall inside the server, and its question's wait for a vector (queue + passes).
+# the whole recall inside the server, its stages (RecallService.recall), its question's wait
+# for a vector (queue + passes, inside the search stage), and the event loop's lag.
 _WAITS = {"recall_in_server": ("engram_recall_seconds_bucket", ""),
+          **{f"stage_{stage}": ("engram_recall_stage_seconds_bucket", f'stage="{stage}"')
+             for stage in ("read", "search", "order", "pack")},
           "question_vector_wait": ("engram_embedding_wait_seconds_bucket", 'lane="query"'),
+          "question_encoding": ("engram_embedding_batch_seconds_bucket", 'kind="query"'),
           "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", "")}
 
 
@@ -185,12 +194,13 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         idle = await asyncio.gather(*(
             recall_loop(client, ns, random.Random(i), count=args.idle_recalls, until=None)
             for i, ns in enumerate(recall_namespaces)))
-        idle_latencies = [x for lat, _ in idle for x in lat]
+        idle_latencies = [x for lat, _, _ in idle for x in lat]
         result["recall_idle"] = stats(idle_latencies)
+        result["recall_idle_outside_service"] = stats([x for _, _, out in idle for x in out])
         progress(result)
 
         # 2. ingest with recalls running
-        errors: list[str] = [e for _, errs in idle for e in errs]
+        errors: list[str] = [e for _, errs, _ in idle for e in errs]
         job_ids: list[str] = []
         statuses: Counter[int] = Counter()
 
@@ -220,8 +230,8 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         built = time.perf_counter() - began
         ingest_done.set()
         during = await asyncio.gather(*recalls)
-        errors += [e for _, errs in during for e in errs]
-        busy = stats([x for lat, _ in during for x in lat])
+        errors += [e for _, errs, _ in during for e in errs]
+        busy = stats([x for lat, _, _ in during for x in lat])
         messages = args.tenants * args.sessions * args.messages
         result["ingest"] = {
             "messages": messages, "store_calls": args.tenants * args.sessions,
@@ -230,6 +240,8 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
             "messages_per_second": round(messages / built, 1),
         }
         result["recall_during_ingest"] = busy
+        result["recall_during_ingest_outside_service"] = stats(
+            [x for _, _, out in during for x in out])
         result["recall_during_ingest_server"] = bucket_quantiles(
             scraped, histogram_buckets((await client.get("/metrics")).text))
         if result["recall_idle"].get("p99_ms"):
@@ -303,6 +315,9 @@ def report(result: Json) -> str:
         f"stored once: {once}",
         f"recall idle: {result['recall_idle']}; during ingest: "
         f"{result['recall_during_ingest']}; p99 ratio {result.get('recall_p99_ratio')}",
+        f"recall time outside the recall service (HTTP, loop waits): idle "
+        f"{result.get('recall_idle_outside_service')}; during ingest "
+        f"{result.get('recall_during_ingest_outside_service')}",
         f"recall during ingest, server histograms: {result.get('recall_during_ingest_server')}",
         f"RSS after ingest: {result['rss_after_ingest_kib']} KiB",
         f"memory held: {result['memory_held']}",
@@ -328,10 +343,14 @@ def main() -> None:
     parser.add_argument("--locomo-conversations", type=int, default=None,
                         help="only the first N conversations (default all)")
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a server setting, e.g. recall_first_max_wait_ms=0 (repeatable)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="engram-load-") as tmp:
+        settings = dict(item.split("=", 1) for item in args.set)
         server = ServerProcess(Path(tmp) / "data", name="load-server",
-                               env={"ENGRAM_COMPRESSION_ENABLED": "false"})
+                               env={"ENGRAM_COMPRESSION_ENABLED": "false",
+                                    **{f"ENGRAM_{k.upper()}": v for k, v in settings.items()}})
         server.start(wait=False)
         try:
             server.wait_ready(timeout=900)  # the shared machine can be very busy

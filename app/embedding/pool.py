@@ -51,6 +51,7 @@ from app.config import Settings
 from app.embedding.backends import Encoder, Vector, load_model
 from app.embedding.names import canonical_name
 from app.embedding.profiles import ModelProfile, profile_for
+from app.ops.recall_first import RecallFirst
 
 if TYPE_CHECKING:
     from app.ops.metrics import Metrics
@@ -105,6 +106,10 @@ class EmbeddingPool:
         self.batches = 0
         self.texts_encoded = 0
         self.metrics: Metrics | None = None
+        # Recalls in flight go first (app/ops/recall_first.py): stored and background text
+        # waits for them (bounded) before each of its slices is queued. Set by the app that
+        # serves with this pool (tests share one pool between apps); until then, no wait.
+        self.recall_first = RecallFirst(0)
 
     @classmethod
     async def load(cls, settings: Settings) -> EmbeddingPool:
@@ -143,7 +148,8 @@ class EmbeddingPool:
         self.texts_encoded += len(texts)
         if self.metrics is not None:
             self.metrics.embed_batch.observe(len(texts))
-            self.metrics.embed_seconds.observe(time.perf_counter() - started)
+            kind = "query" if query else "passage"
+            self.metrics.embed_seconds.labels(kind).observe(time.perf_counter() - started)
         return vectors
 
     async def embed_query(self, text: str) -> Vector:
@@ -165,10 +171,10 @@ class EmbeddingPool:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         lane = Lane.background if background else Lane.passage
-        parts = [
-            await self._submit(texts[i: i + self._batch_size], lane, query=query)
-            for i in range(0, len(texts), self._batch_size)
-        ]
+        parts = []
+        for i in range(0, len(texts), self._batch_size):
+            await self.recall_first.step_aside()
+            parts.append(await self._submit(texts[i: i + self._batch_size], lane, query=query))
         return np.concatenate(parts)
 
     async def _submit(self, texts: list[str], lane: Lane, *, query: bool = False) -> Vector:

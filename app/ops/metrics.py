@@ -44,10 +44,17 @@ class Metrics:
                                       ["outcome"], registry=r)
         self.recall_seconds = Histogram("engram_recall_seconds", "Recall duration",
                                         buckets=_LATENCY_BUCKETS, registry=r)
+        # Where a recall's time goes (RecallService.recall): read the question, search and
+        # score (the question's vector wait is in engram_embedding_wait_seconds{lane="query"}),
+        # order (newer statements first), pack and render.
+        self.recall_stage = Histogram("engram_recall_stage_seconds", "Recall time per stage",
+                                      ["stage"], buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_batch = Histogram("engram_embedding_batch_size", "Texts per forward pass",
                                      buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
-        self.embed_seconds = Histogram("engram_embedding_batch_seconds", "Forward pass time",
-                                       buckets=_LATENCY_BUCKETS, registry=r)
+        # Per kind of text: a question's own encoding, against its wait (embed_wait).
+        self.embed_seconds = Histogram("engram_embedding_batch_seconds",
+                                       "Encoding time of one batch, questions or stored text",
+                                       ["kind"], buckets=_LATENCY_BUCKETS, registry=r)
         # Queue and passes together, per lane: what a recall's question waits for its vector
         # while stores and background work use the model.
         self.embed_wait = Histogram("engram_embedding_wait_seconds",
@@ -60,6 +67,11 @@ class Metrics:
                                   buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_queue = Gauge("engram_embedding_queue_depth",
                                  "Queries waiting for a forward pass", registry=r)
+        # What builds and background work waited for recalls in flight, per boundary
+        # (app/ops/recall_first.py): the price of recall first, paid by the ingest.
+        self.recall_first_wait = Histogram("engram_recall_first_wait_seconds",
+                                           "Wait of a build step for recalls (0: none in flight)",
+                                           buckets=_LATENCY_BUCKETS, registry=r)
         self.lock_wait = Histogram("engram_lock_wait_seconds", "Wait for a namespace lock",
                                    buckets=_LATENCY_BUCKETS, registry=r)
         self.table_rows = Gauge("engram_table_rows", "Rows per table", ["table"], registry=r)

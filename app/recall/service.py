@@ -62,6 +62,8 @@ import numpy as np
 
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
+from app.ops.metrics import Metrics
+from app.ops.recall_first import RecallFirst
 from app.recall.hits import HitRecorder
 from app.recall.newer import RECALL_WINDOW, Rarity, newer_first
 from app.recall.references import ParsedQuery, ReferenceScope, parse_query, split_questions
@@ -146,7 +148,12 @@ class _SizeCache:
 
 class RecallService:
     def __init__(self, repo: Repository, pool: EmbeddingPool, hits: HitRecorder,
-                 settings: Settings) -> None:
+                 settings: Settings, *, metrics: Metrics | None = None,
+                 recall_first: RecallFirst | None = None) -> None:
+        self._metrics = metrics
+        # Held while a recall runs: builds and background work wait for it at their
+        # boundaries (app/ops/recall_first.py).
+        self._recall_first = recall_first or RecallFirst(0)
         self._repo = repo
         self._pool = pool
         self._hits = hits
@@ -161,7 +168,20 @@ class RecallService:
         self._join_tokens: int | None = None
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
-        started = time.perf_counter()
+        with self._recall_first.recalling():
+            return await self._recall(request)
+
+    async def _recall(self, request: RecallRequest) -> RecallResponse:
+        started = lap_started = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            """Observe the stage that ends now (engram_recall_stage_seconds)."""
+            nonlocal lap_started
+            now = time.perf_counter()
+            if self._metrics is not None:
+                self._metrics.recall_stage.labels(stage).observe(now - lap_started)
+            lap_started = now
+
         s = self._settings
         parsed = parse_query(request.query)
         hint = find_time_hint(parsed.text, reference=_utc(request.as_of or datetime.now(UTC)))
@@ -179,9 +199,10 @@ class RecallService:
             default_min_score *= s.model_profile.count_threshold_factor
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
-
+        lap("read")
         candidates, matcher = await self._candidates(request, parsed, search_text,
                                                      hint=hint, favoured=favoured)
+        lap("search")
         if parsed.reference_only:
             # "记得刚才说的吗" alone: the cue is the whole match for the sessions it names.
             for c in candidates:
@@ -210,6 +231,7 @@ class RecallService:
         rest, _ = await self._newer_first(
             [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher)
         tiers = [first, rest]
+        lap("order")
         packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
                             matcher=matcher)
         # Long-term facts first, otherwise the packing order (best first, a newer statement
@@ -222,6 +244,8 @@ class RecallService:
         if language == BlockLanguage.auto:
             language = BlockLanguage.zh if has_cjk(request.query) else BlockLanguage.en
         block, frame = render_block(packed, language=language)
+        block_tokens = self._block_tokens(block, frame, packed)
+        lap("pack")
         return RecallResponse(
             namespace=request.namespace,
             query=request.query,
@@ -233,7 +257,7 @@ class RecallService:
             min_score=round(min_score, 4),
             language=language.value,
             block=block,
-            block_tokens=self._block_tokens(block, frame, packed),
+            block_tokens=block_tokens,
             reference=ReferenceInfo(phrase=parsed.reference.phrase,
                                     scope=parsed.reference.scope.value)
             if parsed.reference else None,
