@@ -225,25 +225,32 @@ class E5Tokenizer:
 
     def __init__(self, data: TokenizerData) -> None:
         self.unk = data.unk
-        # e5.c's hash table finds a string's lowest id and ignores it when that id is <unk>.
-        pieces: dict[str, int] = {}
-        for index, piece in enumerate(data.pieces):
-            if piece:
-                pieces.setdefault(piece, index)
         # One table answers both questions of the Viterbi's inner loop: is this span a piece
-        # (id ≥ 0, its score), and can a longer span starting here still be one (present at
-        # all). The loop stops at the first span that is neither, instead of trying every
-        # length up to the longest piece (16 characters): ~4 lookups a character, not 16.
-        # (The prefixes cost ~40 MB; the C engine bounds by bytes instead.)
-        not_a_piece = (-1, 0.0)
-        table: dict[str, tuple[int, float]] = {}
-        for piece in pieces:
+        # (its id, ≥ 0), and can a longer span starting here still be one (present at all;
+        # -1 when it only starts longer pieces). The loop stops at the first span that is
+        # neither, instead of trying every length up to the longest piece (16 characters):
+        # ~4 lookups a character, not 16. (The C engine bounds by bytes instead.)
+        # The server holds it for its lifetime, so it is kept small: ids as values and the
+        # scores in a float32 array by id, not a tuple (id, score) per piece (60 -> 47 MB
+        # with its 505k keys, 255k of them prefixes only; bench/tokenizer_speed.py).
+        table: dict[str, int] = {}
+        for piece in data.pieces:
             for end in range(1, len(piece)):
-                table.setdefault(piece[:end], not_a_piece)
-        for piece, index in pieces.items():
-            if index != data.unk:
-                table[piece] = (index, data.scores[index])
+                table.setdefault(piece[:end], -1)
+        # e5.c's hash table finds a string's lowest id, and ignores it when that id is <unk>.
+        unk_piece = data.pieces[data.unk]
+        unk_starts_pieces = unk_piece in table
+        for index in range(len(data.pieces) - 1, -1, -1):
+            if data.pieces[index]:
+                table[data.pieces[index]] = index
+        if table.get(unk_piece) == data.unk:
+            if unk_starts_pieces:
+                table[unk_piece] = -1
+            else:
+                del table[unk_piece]
         self._table = table
+        # The file's float32 scores, each read back as the same Python float.
+        self._scores = array("f", data.scores)
         # float32 arithmetic as in C, so that near-ties resolve the same way.
         self._unk_score = _f32(_f32(min(data.scores)) - 10.0)
         self._normalise = str.maketrans(data.normalise)
@@ -253,7 +260,7 @@ class E5Tokenizer:
         normal = self._SPACES.sub(" ", text.translate(self._normalise))
         chars = ("" if normal.startswith(" ") else METASPACE) + normal.replace(" ", METASPACE)
         n = len(chars)
-        table, unk, unk_score = self._table, self.unk, self._unk_score
+        table, scores, unk, unk_score = self._table, self._scores, self.unk, self._unk_score
         # best[e]: the best score of chars[:e], kept in float32 like e5.c (an array('f')
         # rounds on store; `rounded` rounds a candidate before it is compared).
         best = array("f", [-1e30]) * (n + 1)
@@ -266,14 +273,14 @@ class E5Tokenizer:
             if base <= -1e29:
                 continue
             for end in range(i + 1, n + 1):
-                entry = table.get(chars[i:end])
-                if entry is None:
+                piece = table.get(chars[i:end])
+                if piece is None:
                     break
-                if entry[0] >= 0:
-                    rounded[0] = base + entry[1]
+                if piece >= 0:
+                    rounded[0] = base + scores[piece]
                     if rounded[0] > best[end]:
                         best[end] = rounded[0]
-                        piece_at[end] = entry[0]
+                        piece_at[end] = piece
                         start_at[end] = i
             rounded[0] = base + unk_score
             if rounded[0] > best[i + 1]:
