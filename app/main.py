@@ -26,7 +26,7 @@ from app.mcp.http import mcp_route
 from app.memories.router import router as memories_router
 from app.memories.service import MemoryService
 from app.ops.disk import DiskSpace
-from app.ops.malloc import limit_arenas
+from app.ops.malloc import limit_arenas, release_free_memory
 from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.recall_first import RecallFirst
 from app.ops.router import router as ops_router
@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         hits.start()
         compression.start()
         loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="loop-lag")
+        release_free_memory()  # what loading the model and the tables freed
         if not settings.auth_enabled:
             log.warning("auth_disabled", detail="no API keys configured: serving local callers "
                         "only", host=settings.host)

@@ -6,8 +6,9 @@
    same 2 clients keep recalling in two of the namespaces being written. Errors (any status
    but 200/202), recall p50 / p99 during the ingest against idle, and every message stored
    once (read back from the LanceDB files below the API, all built).
-3. Server RSS (VmRSS / VmHWM) after the ingest, and the server's own `engram_memory_held`
-   gauges from /metrics.
+3. Server RSS (VmRSS / VmHWM) at idle start (ready, nothing stored) and after the ingest,
+   each with its anonymous (heap) and file-backed (mapped libraries, the model file) parts
+   from /proc/PID/smaps_rollup, and the server's own `engram_memory_held` gauges.
 4. Small appends into an existing session: 2 messages with `wait=true` (p50) and the
    `wait=false` acknowledgement (p50), one client.
 5. LoCoMo-style import, one client, one `wait=true` store call per session (`--locomo`, a
@@ -177,10 +178,21 @@ def locomo_sessions(path: Path, limit: int | None) -> list[tuple[str, str, list[
             for sid, msgs in s.sessions]
 
 
+def resident(server: ServerProcess) -> dict[str, int]:
+    """VmRSS / VmHWM, and the anonymous and file-backed parts of the resident set (KiB)."""
+    figures = server.memory_kib()
+    for line in Path(f"/proc/{server.pid}/smaps_rollup").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Anonymous", "Pss_File"):
+            figures[key] = int(value.split()[0])
+    return figures
+
+
 async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
     result: Json = {"commit": git_commit(), "args": vars(args)}
     rng = random.Random(args.seed)
     sent: dict[tuple[str, str], set[str]] = {}
+    result["rss_idle_start_kib"] = resident(server)
     async with http(server.base_url) as client:
         recall_namespaces = ["tenant-0", "tenant-1"]
         for namespace in recall_namespaces:  # something to recall before the ingest
@@ -251,7 +263,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         progress(result)
 
         # 3. memory after the ingest
-        result["rss_after_ingest_kib"] = server.memory_kib()
+        result["rss_after_ingest_kib"] = resident(server)
         metrics = await client.get("/metrics")
         result["memory_held"] = memory_gauges(metrics.text)
 
@@ -319,6 +331,7 @@ def report(result: Json) -> str:
         f"{result.get('recall_idle_outside_service')}; during ingest "
         f"{result.get('recall_during_ingest_outside_service')}",
         f"recall during ingest, server histograms: {result.get('recall_during_ingest_server')}",
+        f"RSS at idle start: {result['rss_idle_start_kib']} KiB",
         f"RSS after ingest: {result['rss_after_ingest_kib']} KiB",
         f"memory held: {result['memory_held']}",
         f"2-message append wait=true: {result['append_2_wait_true']}",

@@ -15,6 +15,9 @@ agglomerative clustering cuts the tree at `distance` (1 - sim); a cluster larger
 
 With clustering off (the short-dialogue preset), each run of consecutive candidates is one
 group instead.
+
+scikit-learn (and SciPy under it) is imported at the first clustering, not with the app:
+~96 MB resident that a server holds only once it compresses (docs/benchmarks.md §15).
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.cluster import AgglomerativeClustering
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from app.compression.text import content_tokens, strip_roles
 
@@ -35,6 +36,8 @@ _TIME_SCALE = 3.0
 
 
 def _tfidf_similarity(texts: Sequence[str]) -> np.ndarray[Any, Any]:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     docs = [content_tokens(strip_roles(t)) for t in texts]
     if not any(docs):
         return np.zeros((len(texts), len(texts)))
@@ -75,6 +78,8 @@ def cluster(texts: Sequence[str], vectors: np.ndarray[Any, Any], *, distance: fl
         max_size: larger clusters are split into consecutive parts.
         positions: the candidates' positions in the namespace's stream.
     """
+    from sklearn.cluster import AgglomerativeClustering
+
     n = len(texts)
     if n == 0:
         return []

@@ -23,8 +23,6 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-import jieba.posseg
-
 from app.classify.entities import warm_up
 from app.classify.stopwords import EN_STOP_WORDS, word_set
 from app.compression.text import content_tokens, has_cjk, sentences, split_speaker
@@ -148,6 +146,10 @@ def _english_triple(sentence: str, speaker: str) -> Triple | None:
 
 
 def _chinese_triple(sentence: str, speaker: str) -> Triple | None:
+    # Imported at the first Chinese triple, not with the app: jieba's part-of-speech tables
+    # are ~52 MB resident, which a server that has not compressed yet need not hold.
+    import jieba.posseg
+
     warm_up()
     pairs = [(p.word, p.flag) for p in jieba.posseg.lcut(sentence, HMM=False)]
     verb_at = next((i for i, (_, flag) in enumerate(pairs) if flag.startswith("v")

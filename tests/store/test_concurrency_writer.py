@@ -75,5 +75,10 @@ class TestMemoryGauges:
         assert held["namespace_cache_bytes"] > 2 * 384 * 4
         assert held["hit_buffer_ids"] >= 1
         assert held["resident_bytes"] > 100e6  # the model alone is more
+        # Its parts: the heaps (the model's weights and the tokenizer's table, > 50 MB) and
+        # mapped files (the libraries' code); shared memory makes up any rest.
+        anonymous, files = held["resident_anonymous_bytes"], held["resident_file_bytes"]
+        assert anonymous > 50e6 and files > 10e6
+        assert anonymous + files <= held["resident_bytes"] * 1.05  # read at two moments
         assert held["write_queue_writes"] == 0 and held["store_queue_sessions"] == 0
         assert "alice" not in "".join(x for x in text.splitlines() if "memory_held" in x)
