@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.embedding import e5_torch  # noqa: E402
-from app.embedding.backends import e5_weights  # noqa: E402
+from app.embedding import e5_torch
+from app.embedding.backends import e5_weights
 
 QUESTIONS = ("When did I move to Munich?", "我的护照什么时候过期",
              "What do I prefer to drink in the morning?", "下周二上午要做什么？",
