@@ -583,9 +583,11 @@ class RecallService:
                     if not core:
                         self._passed_over(c, PassedOver.matched_lines_returned, 0)
                         continue  # its matching lines were returned by a better memory
-                else:
+                elif packed:
                     # A dialogue about one of its speakers: that speaker's turns first,
-                    # the others back when the budget allows (`_restore`).
+                    # the others back when the budget allows (`_restore`). Not the first
+                    # memory: whether its turns come back would depend on how many
+                    # memories `top_k` lets in after it.
                     core = _asked_about(fresh, query) or None
                 core_first = core is not None and len(core) < len(fresh)
                 choice = core if core is not None and core_first else fresh

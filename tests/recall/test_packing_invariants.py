@@ -122,6 +122,12 @@ EN_HOBBIES = [
      ("Maya", "Oh nice, my sister did that last spring and filled her whole kitchen with "
               "wonky bowls and cups that nobody dared to use."),
      ("Leo", "I hope my first mug turns out better than hers.")],
+    [("Maya", "Did you see the new bakery on the corner? The queue went all the way down "
+              "the street this morning, I gave up after ten minutes of waiting."),
+     ("Leo", "I skipped it, chess club is my Thursday hobby and it ran late."),
+     ("Maya", "Fair enough. I will try again on Saturday, apparently their cinnamon rolls "
+              "sell out before nine, so I need to be there early."),
+     ("Leo", "Bring me one if there are any left.")],
 ]
 ZH_HOBBIES = [
     [("小雨", "周末过得怎么样？我几乎没出门，下了一整天的雨，我在家连着看了三部老电影。"),
@@ -132,6 +138,10 @@ ZH_HOBBIES = [
      ("阿杰", "我最近的另一个爱好是陶艺，报了周日下午的课。"),
      ("小雨", "不错啊，我妹妹去年春天也学过，做了一厨房歪歪扭扭的碗和杯子，谁都不敢用。"),
      ("阿杰", "希望我的第一个杯子能比她的好一点。")],
+    [("小雨", "你看到街角新开的面包店了吗？今天早上排队排到了街尾，我等了十分钟就放弃了。"),
+     ("阿杰", "我没去，周四晚上是我的下棋爱好时间，活动结束得很晚。"),
+     ("小雨", "那也是。我周六再去试试，听说他们的肉桂卷九点前就卖完了，得早点去。"),
+     ("阿杰", "要是还有剩的，帮我带一个。")],
 ]
 HOBBIES = {"en": (EN_HOBBIES, "What does Leo do as a hobby?"),
            "zh": (ZH_HOBBIES, "阿杰有什么爱好？")}
@@ -141,22 +151,29 @@ class TestNamedSpeaker:
     @pytest.mark.parametrize("language", ["en", "zh"])
     async def test_a_question_about_one_speaker_gets_his_turns_from_more_chats(
             self, client: Any, language: str) -> None:
-        """"What does Leo do as a hobby?" is answered by Leo's own turns; with room for the
-        smaller chat whole, his turns of both chats fit, and the same in both role shapes."""
+        """"What does Leo do as a hobby?" is answered by Leo's own turns. With room for the
+        best chat whole and a smaller one, the other two chats give Leo's turns only, so
+        all three hobbies fit; the same in both role shapes, and the first memory is the
+        same whatever `top_k`."""
         chats, query = HOBBIES[language]
+        others = {f"c{n}-{i}" for n in range(len(chats)) for i in (0, 2)}
         for all_user in (False, True):
             namespace = f"{language}-{'user' if all_user else 'speakers'}"
             for n, chat in enumerate(chats):
                 await store_chat(client, chat, namespace=namespace, session_id=f"c{n}",
                                  all_user=all_user)
             whole = await recall(client, query, namespace=namespace)
-            assert {"c0-0", "c0-2", "c1-0", "c1-2"} <= returned_ids(whole), whole["memories"]
+            assert others <= returned_ids(whole), whole["memories"]
             assert not any(m["trimmed"] for m in whole["memories"])  # room: turns given back
-            smallest = min(m["tokens"] for m in whole["memories"])
-            body = await recall(client, query, namespace=namespace, max_tokens=smallest + 8)
-            ids = returned_ids(body)
-            assert {"c0-1", "c1-1"} <= ids, (namespace, body["memories"])
-            assert not ids & {"c0-0", "c0-2", "c1-0", "c1-2"}, (namespace, body["memories"])
+            first, *rest = whole["memories"]
+            budget = first["tokens"] + min(m["tokens"] for m in rest) + 8
+            body = await recall(client, query, namespace=namespace, max_tokens=budget)
+            assert {f"c{n}-1" for n in range(len(chats))} <= returned_ids(body), body
+            assert body["memories"][0]["msg_ids"] == first["msg_ids"]  # the best, whole
+            for m in body["memories"][1:]:
+                assert m["trimmed"] and not set(m["msg_ids"]) & others, (namespace, m)
+            one = await recall(client, query, namespace=namespace, max_tokens=budget, top_k=1)
+            assert one["memories"][0]["msg_ids"] == body["memories"][0]["msg_ids"]
 
 
 class TestLowerThreshold:
