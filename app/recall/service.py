@@ -31,7 +31,9 @@ Pipeline (one request):
 4. **Pack** best first until `top_k` or the token budget is reached, counting tokens with
    the model's tokenizer; a message already returned by a better memory (neighbouring
    chunks overlap by design) is not returned twice: the later memory keeps only its new
-   lines, and is skipped if nothing new is left. What passes the configured `min_score`
+   lines, and is skipped if nothing new is left. A dialogue about one of its speakers
+   ("what does Leo do as a hobby?") gives that speaker's turns first, the others back
+   while the budget allows. What passes the configured `min_score`
    is packed before what only a lower per-call `min_score` lets in, so lowering it never
    returns less; the search size does not grow with `top_k`, so the best memory is the
    same whatever `top_k` is.
@@ -233,7 +235,7 @@ class RecallService:
         tiers = [first, rest]
         lap("order")
         packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
-                            matcher=matcher)
+                            matcher=matcher, query=search_text)
         # Long-term facts first, otherwise the packing order (best first, a newer statement
         # of a fact ahead of the older one: `_newer_first`). The sort is stable.
         packed.sort(key=lambda p: _layer(p.candidate.memory) != Layer.longterm)
@@ -553,7 +555,7 @@ class RecallService:
     # --- packing -----------------------------------------------------------------------
 
     def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
-              matcher: Coverage | None) -> list[_Packed]:
+              matcher: Coverage | None, query: str = "") -> list[_Packed]:
         """Best first until `top_k` memories or `max_tokens` tokens.
 
         `tiers` are packed one after the other, each best first: the memories that pass the
@@ -572,7 +574,9 @@ class RecallService:
         the better memory), so the best memory's lines do not depend on `top_k`. A
         dialogue keeps its turns together: the answer to a question rarely repeats its
         words (on LoCoMo, packing dialogue by matching lines cost 6 points at 500 tokens;
-        only as a fallback it gained 2).
+        only as a fallback it gained 2). But a question that names one of its speakers is
+        answered by that speaker's turns, whatever words they use: those are packed first
+        like a statement memory's core (`_asked_about`), the others given back the same way.
         """
         packed: list[_Packed | None] = []
         used = 0
@@ -603,6 +607,12 @@ class RecallService:
                     if not core:
                         self._passed_over(c, PassedOver.matched_lines_returned, 0)
                         continue  # its matching lines were returned by a better memory
+                elif packed:
+                    # A dialogue about one of its speakers: that speaker's turns first,
+                    # the others back when the budget allows (`_restore`). Not the first
+                    # memory: whether its turns come back would depend on how many
+                    # memories `top_k` lets in after it.
+                    core = _asked_about(fresh, query) or None
                 core_first = core is not None and len(core) < len(fresh)
                 choice = core if core is not None and core_first else fresh
                 tokens = self._units_tokens(c.memory, units, choice)
@@ -828,9 +838,44 @@ def _speaker(line: str) -> str:
     ("user: Caroline: …", the shape of imports, group chats and transcripts, where every
     turn is often sent as `user`), else its role. Roles alone would make a two-person
     chat sent all as `user` look like one person's notes, and trim its answers away."""
-    role, _, content = line.partition(": ")
-    named = _NAME_LABEL.match(content)
-    return named.group(1).casefold() if named else role
+    return _name(line) or line.partition(": ")[0]
+
+
+def _name(line: str) -> str | None:
+    """The speaker's name a line's content starts with (casefolded), None without one."""
+    named = _NAME_LABEL.match(line.partition(": ")[2])
+    return named.group(1).casefold() if named else None
+
+
+def _asked_about(units: Sequence[_Unit], query: str) -> list[_Unit] | None:
+    """The lines of the one speaker of a dialogue the question names ("what did Tom say
+    about the budget?", "Caroline 去年搬去了哪里？"), or None if it names none or several.
+
+    What a named person did, thinks or plans is in that person's own turns; the other
+    speaker's replies around them ("Wow, that sounds great!") are what a tight budget can
+    do without. Only names that label lines count, never roles: a name is the same in a
+    chat sent as user/assistant and one sent all as `user`, so both keep the same lines.
+    """
+    if not query:
+        return None
+    lowered = query.casefold()
+    speakers = {_name(line) for _, line in units}
+    asked = {n for n in speakers if n is not None and _names_in(n, lowered)}
+    if len(asked) != 1 or len(speakers) < 2:
+        return None
+    return [u for u in units if _name(u[1]) in asked]
+
+
+def _names_in(name: str, query: str) -> bool:
+    """Whether a casefolded query names a speaker: the whole name or its first word, as a
+    word ("Caroline's" names Caroline, "Carolines" does not); a CJK name as it is."""
+    for form in dict.fromkeys((name, name.split(" ")[0])):
+        if has_cjk(form):
+            if form in query:
+                return True
+        elif re.search(rf"(?<!\w){re.escape(form)}(?!\w)", query):
+            return True
+    return False
 
 
 def _one_speaker(units: Sequence[_Unit]) -> bool:

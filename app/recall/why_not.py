@@ -170,8 +170,9 @@ class _TracedRecall(RecallService):
 
     @override
     def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
-              matcher: Coverage | None) -> list[_Packed]:
-        packed = super()._pack(tiers, top_k=top_k, max_tokens=max_tokens, matcher=matcher)
+              matcher: Coverage | None, query: str = "") -> list[_Packed]:
+        packed = super()._pack(tiers, top_k=top_k, max_tokens=max_tokens, matcher=matcher,
+                               query=query)
         self.trace.ranked = [c for tier in tiers for c in tier]
         self.trace.lower_tier = {c.memory.id for tier in tiers[1:] for c in tier}
         self.trace.packed = list(packed)

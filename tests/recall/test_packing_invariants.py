@@ -5,6 +5,8 @@
   sent as user / assistant.
 - A lower `min_score` only adds: what the default returns is still returned, whole.
 - The best memory's lines are the same whatever `top_k` is.
+- A question about one speaker of a dialogue gets that speaker's turns first, in either
+  role shape, and the other turns back when the budget allows.
 
 Chinese and English each; the texts are written for these tests.
 """
@@ -65,7 +67,7 @@ class TestRoleShapes:
                              all_user=all_user)
             await store_chat(client, dinner, namespace=namespace, session_id="dinner",
                              all_user=all_user)
-            whole = await recall(client, query, namespace=namespace, min_score=0)
+            whole = await recall(client, query, namespace=namespace)
             trip_memory = next(m for m in whole["memories"] if "trip-0" in m["msg_ids"])
             # Room for the trip chat, not for both: the weaker chat must not take the
             # answer's place.
@@ -103,6 +105,75 @@ async def store_day_and_noise(client: Any, day: list[str], noise: list[str], *,
     for i, text in enumerate(noise):
         await store(client, [{"msg_id": f"x{i}", "role": "user", "content": text}],
                     namespace=namespace, session_id=f"noise{i}")
+
+
+# Two chats in which Leo / 阿杰 names a hobby; Maya's / 小雨's turns around it are longer
+# and say nothing about him.
+EN_HOBBIES = [
+    [("Maya", "How was your weekend? I barely left the sofa, it rained the whole time and "
+              "I watched three old films back to back."),
+     ("Leo", "My new hobby is rock climbing, I went to the gym downtown on Saturday."),
+     ("Maya", "Wow, that sounds exhausting. My cousin tried it once and said her fingers "
+              "hurt for a week afterwards, so she went back to swimming."),
+     ("Leo", "My arms are still sore from the climbing.")],
+    [("Maya", "Any plans for the holidays this year? We are probably visiting my parents "
+              "again, they want help painting the garden fence."),
+     ("Leo", "I have picked up pottery as a hobby, a class on Sunday afternoons."),
+     ("Maya", "Oh nice, my sister did that last spring and filled her whole kitchen with "
+              "wonky bowls and cups that nobody dared to use."),
+     ("Leo", "I hope my first mug turns out better than hers.")],
+    [("Maya", "Did you see the new bakery on the corner? The queue went all the way down "
+              "the street this morning, I gave up after ten minutes of waiting."),
+     ("Leo", "I skipped it, chess club is my Thursday hobby and it ran late."),
+     ("Maya", "Fair enough. I will try again on Saturday, apparently their cinnamon rolls "
+              "sell out before nine, so I need to be there early."),
+     ("Leo", "Bring me one if there are any left.")],
+]
+ZH_HOBBIES = [
+    [("小雨", "周末过得怎么样？我几乎没出门，下了一整天的雨，我在家连着看了三部老电影。"),
+     ("阿杰", "我的新爱好是攀岩，周六上午去了市中心的岩馆。"),
+     ("小雨", "哇，听着就很累。我表姐试过一次，说手指疼了一个星期，后来又回去游泳了。"),
+     ("阿杰", "我的胳膊现在还酸着呢。")],
+    [("小雨", "今年放假有什么打算？我们大概又要去看我爸妈，他们想让我们帮忙刷花园的篱笆。"),
+     ("阿杰", "我最近的另一个爱好是陶艺，报了周日下午的课。"),
+     ("小雨", "不错啊，我妹妹去年春天也学过，做了一厨房歪歪扭扭的碗和杯子，谁都不敢用。"),
+     ("阿杰", "希望我的第一个杯子能比她的好一点。")],
+    [("小雨", "你看到街角新开的面包店了吗？今天早上排队排到了街尾，我等了十分钟就放弃了。"),
+     ("阿杰", "我没去，周四晚上是我的下棋爱好时间，活动结束得很晚。"),
+     ("小雨", "那也是。我周六再去试试，听说他们的肉桂卷九点前就卖完了，得早点去。"),
+     ("阿杰", "要是还有剩的，帮我带一个。")],
+]
+HOBBIES = {"en": (EN_HOBBIES, "What does Leo do as a hobby?"),
+           "zh": (ZH_HOBBIES, "阿杰有什么爱好？")}
+
+
+class TestNamedSpeaker:
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_a_question_about_one_speaker_gets_his_turns_from_more_chats(
+            self, client: Any, language: str) -> None:
+        """"What does Leo do as a hobby?" is answered by Leo's own turns. With room for the
+        best chat whole and a smaller one, the other two chats give Leo's turns only, so
+        all three hobbies fit; the same in both role shapes, and the first memory is the
+        same whatever `top_k`."""
+        chats, query = HOBBIES[language]
+        others = {f"c{n}-{i}" for n in range(len(chats)) for i in (0, 2)}
+        for all_user in (False, True):
+            namespace = f"{language}-{'user' if all_user else 'speakers'}"
+            for n, chat in enumerate(chats):
+                await store_chat(client, chat, namespace=namespace, session_id=f"c{n}",
+                                 all_user=all_user)
+            whole = await recall(client, query, namespace=namespace)
+            assert others <= returned_ids(whole), whole["memories"]
+            assert not any(m["trimmed"] for m in whole["memories"])  # room: turns given back
+            first, *rest = whole["memories"]
+            budget = first["tokens"] + min(m["tokens"] for m in rest) + 8
+            body = await recall(client, query, namespace=namespace, max_tokens=budget)
+            assert {f"c{n}-1" for n in range(len(chats))} <= returned_ids(body), body
+            assert body["memories"][0]["msg_ids"] == first["msg_ids"]  # the best, whole
+            for m in body["memories"][1:]:
+                assert m["trimmed"] and not set(m["msg_ids"]) & others, (namespace, m)
+            one = await recall(client, query, namespace=namespace, max_tokens=budget, top_k=1)
+            assert one["memories"][0]["msg_ids"] == body["memories"][0]["msg_ids"]
 
 
 class TestLowerThreshold:
