@@ -73,11 +73,12 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         embedding.metrics = metrics
         metrics.watch_queue(lambda: embedding.queue_depth)
         locks.on_wait = metrics.lock_wait.observe
-        # Recalls go first: builds and background work wait for them (bounded).
+        # Recalls go first: builds and background work wait for them (bounded). One gate,
+        # held by the pool that every recall and build goes through.
         recall_first = RecallFirst(settings.recall_first_max_wait_ms / 1000)
         recall_first.on_wait = metrics.recall_first_wait.observe
         embedding.recall_first = recall_first
-        builder = MemoryBuilder(repo, embedding, settings, recall_first=recall_first)
+        builder = MemoryBuilder(repo, embedding, settings)
         store = StoreService(repo, builder, locks, settings, metrics=metrics)
         maintenance = Maintenance(repo, every_versions=settings.compact_every_versions,
                                   every_rows=settings.compact_every_rows,
@@ -96,8 +97,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                                                        pool=embedding),
             maintenance=maintenance,
             transfer=TransferService(repo, embedding, builder, locks, settings),
-            recall=RecallService(repo, embedding, hits, settings, metrics=metrics,
-                                 recall_first=recall_first),
+            recall=RecallService(repo, embedding, hits, settings, metrics=metrics),
             hits=hits,
             compression=compression,
         )

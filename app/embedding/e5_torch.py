@@ -59,8 +59,9 @@ PASSAGE_PREFIX = "passage: "
 MAX_BATCH_TEXTS = 16
 MAX_BATCH_TOKENS = 512
 # Batches are padded to a multiple of LENGTH_STEP tokens (`padded_length`; 512 is one), and
-# of SHORT_LENGTH_STEP up to SHORT_LENGTHS tokens: a question (12-20 tokens) padded to 32
-# cost 10.2 ms of CPU a question, padded to 16 or 24 7.3 ms (docs/benchmarks.md §17).
+# of SHORT_LENGTH_STEP up to SHORT_LENGTHS tokens: a question (12-23 tokens) padded to 32
+# cost 9.6 ms of CPU, padded to a multiple of 8 7.6 ms (bench/query_padding.py,
+# docs/benchmarks.md §17).
 LENGTH_STEP = 32
 SHORT_LENGTH_STEP = 8
 SHORT_LENGTHS = 64

@@ -107,8 +107,10 @@ class EmbeddingPool:
         self.texts_encoded = 0
         self.metrics: Metrics | None = None
         # Recalls in flight go first (app/ops/recall_first.py): stored and background text
-        # waits for them (bounded) before each of its slices is queued. Set by the app that
-        # serves with this pool (tests share one pool between apps); until then, no wait.
+        # waits for them (bounded) before each of its slices is queued. The app's one gate,
+        # which its recalls hold and its builds wait for too (through this pool). Set by the
+        # app that serves with this pool (tests share one pool between apps); until then,
+        # no wait.
         self.recall_first = RecallFirst(0)
 
     @classmethod

@@ -65,7 +65,6 @@ import numpy as np
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics
-from app.ops.recall_first import RecallFirst
 from app.recall.hits import HitRecorder
 from app.recall.newer import RECALL_WINDOW, Rarity, newer_first
 from app.recall.references import ParsedQuery, ReferenceScope, parse_query, split_questions
@@ -150,12 +149,8 @@ class _SizeCache:
 
 class RecallService:
     def __init__(self, repo: Repository, pool: EmbeddingPool, hits: HitRecorder,
-                 settings: Settings, *, metrics: Metrics | None = None,
-                 recall_first: RecallFirst | None = None) -> None:
+                 settings: Settings, *, metrics: Metrics | None = None) -> None:
         self._metrics = metrics
-        # Held while a recall runs: builds and background work wait for it at their
-        # boundaries (app/ops/recall_first.py).
-        self._recall_first = recall_first or RecallFirst(0)
         self._repo = repo
         self._pool = pool
         self._hits = hits
@@ -170,7 +165,9 @@ class RecallService:
         self._join_tokens: int | None = None
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
-        with self._recall_first.recalling():
+        # Held while a recall runs: builds and background work wait for it at their
+        # boundaries (app/ops/recall_first.py; the app's gate is its pool's).
+        with self._pool.recall_first.recalling():
             return await self._recall(request)
 
     async def _recall(self, request: RecallRequest) -> RecallResponse:

@@ -27,7 +27,6 @@ from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.memories.lifecycle import pin_event
-from app.ops.recall_first import RecallFirst
 from app.recall.newer import mark_superseded
 from app.storage.records import (
     EventRecord,
@@ -87,15 +86,10 @@ def text_hash(text: str, msg_ids: Sequence[str]) -> str:
 
 
 class MemoryBuilder:
-    def __init__(self, repo: Repository, pool: EmbeddingPool, settings: Settings, *,
-                 recall_first: RecallFirst | None = None) -> None:
+    def __init__(self, repo: Repository, pool: EmbeddingPool, settings: Settings) -> None:
         self._repo = repo
         self._pool = pool
         self._settings = settings
-        # Recalls in flight go first: a build waits for them (bounded) before each text it
-        # analyses and before its writes (app/ops/recall_first.py); the pool does the same
-        # before each slice it embeds.
-        self._recall_first = recall_first or RecallFirst(0)
 
     async def read_derived(self, namespace: str, session_id: str) -> DerivedState:
         """The session's memories and ledger, two queries at once (each a LanceDB query and
@@ -184,7 +178,10 @@ class MemoryBuilder:
         # Order matters for crash safety: memories, then events, then the raw log marked done
         # together with the ledger (both derived; a ledger written ahead of the raw log is
         # rewritten by the replay). Replaying any suffix of these steps is harmless.
-        await self._recall_first.step_aside()
+        # Recalls in flight go first (app/ops/recall_first.py; the app's gate is its pool's):
+        # a build waits for them (bounded) before each text it analyses and before its
+        # writes; the pool does the same before each slice it embeds.
+        await self._pool.recall_first.step_aside()
         # Only new chunks (a session's first build, an import): their ids were read as absent
         # under the lock just now (`existing`), so they are appended, not merged.
         await self._repo.upsert_memories(
@@ -389,7 +386,7 @@ class MemoryBuilder:
         texts = [t[2] for t in todo]
         # Analysis is CPU-bound Python (regexes, jieba): keep it off the event loop, let it
         # overlap with the embedding forward passes, and step aside for recalls between texts.
-        analyses_task = asyncio.create_task(self._recall_first.each_in_thread(analyze, texts))
+        analyses_task = asyncio.create_task(self._pool.recall_first.each_in_thread(analyze, texts))
         vectors = await self._pool.embed_many(texts)
         analyses = await analyses_task
         now = datetime.now(UTC)
