@@ -29,10 +29,8 @@ import tracemalloc
 
 from app.embedding.backends import e5_weights
 from app.embedding.e5_torch import E5Bin, E5Tokenizer
+from bench.embed_speed import EN, ZH  # the same sentence templates as the model's speed
 
-EN = ("On {d} I told my sister that the dentist appointment moved to {h} o'clock and that we "
-      "picked LanceDB for the memory service.")
-ZH = "{d}号我跟妹妹说牙医预约改到了{h}点，我们的记忆服务决定用 LanceDB 来存向量。"
 # Edge cases of the normalisation and the Viterbi: emoji, full-width forms, accents, spaces.
 ODD = "  ｆｕｌｌ　ｗｉｄｔｈ {d}🙂 Ünïcödé café 🧑‍💻  x{h}xxxxxxxxxxxxxxxxxxxxxxxx  "
 
