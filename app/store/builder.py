@@ -334,13 +334,16 @@ class MemoryBuilder:
         context: list[MessageRecord] = []
         extends: str | None = None  # the open chunk's memory, when the new chunk grows it
         affected_ids = {m.id for m in affected}
-        settled = [m for m in memories if m.id not in affected_ids]
-        if settled:
-            last = max(settled, key=lambda m: (m.end_seq, m.part))
+        if memories:
+            # The session's open window is its last memory, also when this build rebuilds it
+            # (a request that edits the last message and appends new ones): continuing an
+            # earlier memory instead gave a chunk with a gap ("11, 13" beside "11, 12").
+            last = max(memories, key=lambda m: (m.end_seq, m.part))
             last_messages = [by_id[i] for i in last.msg_ids if i in by_id]
             appended = unassigned[0].seq > last.end_seq
             has_room = (
-                last.part == 0
+                last.id not in affected_ids  # rebuilt from its own messages: not grown here
+                and last.part == 0
                 and not any(is_long(m, s.chunk_max_chars) for m in last_messages)
                 and len(last_messages) < s.chunk_max_turns
                 and len(last.text) < s.chunk_max_chars * 0.8

@@ -137,6 +137,27 @@ class TestChunks:
         assert memories[0]["msg_ids"] == [f"m{i}" for i in range(5)]
         assert result["memories_updated"] == [memories[0]["id"]]
 
+    async def test_editing_the_last_message_while_appending_keeps_every_chunk_a_run(
+            self, client: Any) -> None:
+        """An assistant regenerates its last reply and the chat goes on, in one request
+        (Chinese and English turns): every memory is a run of neighbouring messages, the
+        edited one is in the memories with its new text only, and nothing is lost."""
+        chat = [{"msg_id": f"m{i}", "role": "user" if i % 2 else "assistant",
+                 "content": (f"第{i}条：周末去郊外露营，需要准备帐篷和睡袋。" if i % 2
+                             else f"Turn {i}: the camping trip needs a tent and sleeping bags.")}
+                for i in range(14)]
+        for end in (6, 9, 12):
+            await store(client, chat[:end])
+        edited = {**chat[11], "content": "Turn 11 (edited): the trip moved to the lake."}
+        await store(client, [*chat[:11], edited, chat[12]])
+        memories = await all_memories(client)
+        assert covered_ids(memories) == {f"m{i}" for i in range(13)}
+        for memory in memories:
+            seqs = [int(i[1:]) for i in memory["msg_ids"]]
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), memory["msg_ids"]
+        texts = "\n".join(m["text"] for m in memories)
+        assert "moved to the lake" in texts and "Turn 11: the camping" not in texts
+
     async def test_long_message_is_split_and_fully_kept(self, client: Any) -> None:
         sentence = "The quarterly report covers revenue, hiring and the new office. "
         long_text = sentence * 40  # ~2,600 characters
