@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         recall_first = RecallFirst(settings.recall_first_max_wait_ms / 1000)
         recall_first.on_wait = metrics.recall_first_wait.observe
         embedding.recall_first = recall_first
-        builder = MemoryBuilder(repo, embedding, settings)
+        builder = MemoryBuilder(repo, embedding, settings, metrics=metrics)
         store = StoreService(repo, builder, locks, settings, metrics=metrics)
         maintenance = Maintenance(repo, every_versions=settings.compact_every_versions,
                                   every_rows=settings.compact_every_rows,

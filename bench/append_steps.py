@@ -95,7 +95,8 @@ def report(mode: str, appends: int, *, what: str = "2-message appends") -> None:
 
 
 async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
-              conversations: int = 1, profile: str = "") -> None:
+              conversations: int = 1, profile: str = "", busy: tuple[int, int] = (0, 0)
+              ) -> None:
     settings = make_settings(data_dir, compression_enabled=False, embedding_threads=threads,
                              log_level="WARNING")
     # The configured model (ENGRAM_EMBEDDING_MODEL; empty: the default), as the server loads it.
@@ -120,7 +121,11 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                 await import_locomo(post, locomo, conversations, profile)
                 await pool.close()
                 return
-            await post("seed", chat_messages(rng, 20, id_prefix="seed-"), True)
+            namespace = "bench"
+            if busy[0]:
+                namespace = await ingest(post, store, *busy)
+            await post("seed", chat_messages(rng, 20, id_prefix="seed-"), True,
+                       namespace=namespace)
             for mode, wait in (("wait=true", True), ("wait=false", False)):
                 for i in range(appends + 3):  # the first 3 warm up
                     if i == 3:
@@ -128,7 +133,7 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                     phase.set("" if wait else "ack: ")
                     started = time.perf_counter()
                     await post(f"append-{wait}", chat_messages(rng, 2, id_prefix=f"{mode}{i}-"),
-                               wait)
+                               wait, namespace=namespace)
                     spans[f"{phase.get()}REQUEST"].append(1000 * (time.perf_counter() - started))
                     if not wait:
                         started = time.perf_counter()
@@ -137,6 +142,28 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                             1000 * (time.perf_counter() - started))
                 report(mode, appends)
     await pool.close()
+
+
+async def ingest(post: Callable[..., Any], store: StoreService, tenants: int,
+                 sessions: int) -> str:
+    """A busy store first, as bench/load.py's ingest leaves it: `tenants` namespaces each
+    storing `sessions` sessions of 20 messages at once, alternately `wait=true` and
+    `wait=false`, all built; the appends then go into one of those namespaces."""
+    phase.set("ingest: ")
+    started = time.perf_counter()
+
+    async def tenant(index: int) -> None:
+        trng = random.Random(1000 + index)
+        for s in range(sessions):
+            await post(f"s{s}", chat_messages(trng, 20, id_prefix=f"t{index}s{s}-"),
+                       (s + index) % 2 == 0, namespace=f"tenant-{index}")
+
+    await asyncio.gather(*(tenant(i) for i in range(tenants)))
+    await store.idle()
+    spans.clear()
+    print(f"busy store: {tenants} tenants x {sessions} sessions x 20 messages built in "
+          f"{time.perf_counter() - started:.1f} s")
+    return f"tenant-{min(2, tenants - 1)}"
 
 
 async def import_locomo(post: Callable[..., Any], path: str, conversations: int,
@@ -188,11 +215,19 @@ def main() -> None:
     parser.add_argument("--locomo", default="", help="LoCoMo JSON: time an import instead")
     parser.add_argument("--conversations", type=int, default=1, help="with --locomo")
     parser.add_argument("--profile", default="", help="with --locomo: cProfile output file")
+    parser.add_argument("--busy", default="0,0", metavar="TENANTS,SESSIONS",
+                        help="first store TENANTS x SESSIONS sessions of 20 messages at once "
+                             "(as bench/load.py's ingest), then append into one of them")
+    parser.add_argument("--data-dir", default="", help="keep the store here (default: a "
+                        "temporary directory, removed after)")
     args = parser.parse_args()
+    tenants, sessions = (int(x) for x in args.busy.split(","))
     instrument()
     with tempfile.TemporaryDirectory(prefix="engram-append-") as tmp:
-        asyncio.run(run(args.appends, Path(tmp), threads=args.threads, locomo=args.locomo,
-                        conversations=args.conversations, profile=args.profile))
+        asyncio.run(run(args.appends, Path(args.data_dir or tmp), threads=args.threads,
+                        locomo=args.locomo,
+                        conversations=args.conversations, profile=args.profile,
+                        busy=(tenants, sessions)))
 
 
 if __name__ == "__main__":

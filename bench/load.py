@@ -139,7 +139,11 @@ _WAITS = {"recall_in_server": ("engram_recall_seconds_bucket", ""),
              for stage in ("read", "search", "order", "pack")},
           "question_vector_wait": ("engram_embedding_wait_seconds_bucket", 'lane="query"'),
           "question_encoding": ("engram_embedding_batch_seconds_bucket", 'kind="query"'),
-          "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", "")}
+          "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", ""),
+          # Where a store's time goes (StoreService, MemoryBuilder.build_session).
+          **{f"store_{stage}": ("engram_store_stage_seconds_bucket", f'stage="{stage}"')
+             for stage in ("ack", "log_and_read", "read", "firewall", "embed", "recall_first",
+                           "memories", "events", "done", "jobs")}}
 
 
 def histogram_buckets(text: str) -> dict[str, dict[float, float]]:
@@ -270,6 +274,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         # 4. small appends
         appends: dict[str, list[float]] = {"wait": [], "ack": []}
         for mode in ("wait", "ack"):
+            scraped = histogram_buckets((await client.get("/metrics")).text)
             arng = random.Random(7 if mode == "wait" else 8)
             for i in range(args.appends):
                 msgs = chat_messages(arng, 2, id_prefix=f"{mode}{i}-")
@@ -281,6 +286,9 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
                 if response.json().get("job_id"):
                     job_ids.append(response.json()["job_id"])
             await jobs_done(client, job_ids)
+            result[f"append_{mode}_server"] = {  # store stages only (and its builds')
+                k: v for k, v in bucket_quantiles(scraped, histogram_buckets(
+                    (await client.get("/metrics")).text)).items() if k.startswith("store_")}
         result["append_2_wait_true"] = stats(appends["wait"])
         result["append_2_wait_false_ack"] = stats(appends["ack"])
         progress(result)
@@ -336,6 +344,9 @@ def report(result: Json) -> str:
         f"memory held: {result['memory_held']}",
         f"2-message append wait=true: {result['append_2_wait_true']}",
         f"2-message append wait=false ack: {result['append_2_wait_false_ack']}",
+        f"  store stages (server histograms, bucket bounds): wait=true "
+        f"{result.get('append_wait_server')}; wait=false and its builds "
+        f"{result.get('append_ack_server')}",
     ]
     if "locomo" in result:
         lines.append(f"LoCoMo import: {result['locomo']}")

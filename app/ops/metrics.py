@@ -49,6 +49,12 @@ class Metrics:
         # order (newer statements first), pack and render.
         self.recall_stage = Histogram("engram_recall_stage_seconds", "Recall time per stage",
                                       ["stage"], buckets=_LATENCY_BUCKETS, registry=r)
+        # Where a store's time goes (StoreService, MemoryBuilder.build_session): the raw-log
+        # write (with the build's reads for wait=true), the build's own reads (background
+        # builds), the firewall search, analysis and embedding, the memories write, the
+        # superseded search and events, the raw log marked done with the ledger, the jobs.
+        self.store_stage = Histogram("engram_store_stage_seconds", "Store time per stage",
+                                     ["stage"], buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_batch = Histogram("engram_embedding_batch_size", "Texts per forward pass",
                                      buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
         # Per kind of text: a question's own encoding, against its wait (embed_wait).

@@ -15,7 +15,8 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -27,6 +28,7 @@ from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.memories.lifecycle import pin_event
+from app.ops.metrics import Metrics
 from app.recall.newer import mark_superseded
 from app.storage.records import (
     EventRecord,
@@ -85,11 +87,28 @@ def text_hash(text: str, msg_ids: Sequence[str]) -> str:
     return hashlib.sha256("\x1f".join([text, *msg_ids]).encode()).hexdigest()
 
 
+def stage_timer(metrics: Metrics | None) -> Callable[[str], None]:
+    """`lap(stage)`: observe the time since the last lap (or since this call) as `stage` in
+    engram_store_stage_seconds; nothing without metrics."""
+    started = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal started
+        now = time.perf_counter()
+        if metrics is not None:
+            metrics.store_stage.labels(stage).observe(now - started)
+        started = now
+
+    return lap
+
+
 class MemoryBuilder:
-    def __init__(self, repo: Repository, pool: EmbeddingPool, settings: Settings) -> None:
+    def __init__(self, repo: Repository, pool: EmbeddingPool, settings: Settings, *,
+                 metrics: Metrics | None = None) -> None:
         self._repo = repo
         self._pool = pool
         self._settings = settings
+        self._metrics = metrics
 
     async def read_derived(self, namespace: str, session_id: str) -> DerivedState:
         """The session's memories and ledger, two queries at once (each a LanceDB query and
@@ -115,12 +134,15 @@ class MemoryBuilder:
             derived: the session's memories and ledger as read under the lock the caller
                 still holds (`read_derived`); None: read here.
         """
+        lap = stage_timer(self._metrics)
         # Independent reads at once: each is a LanceDB query (and a version check).
         stored_messages, state = await asyncio.gather(
             self._repo.session_messages(namespace, session_id) if raw_log is None
             else _ready(list(raw_log)),
             self.read_derived(namespace, session_id) if derived is None else _ready(derived))
         memories, previous = list(state.memories), state.ledger
+        if raw_log is None or derived is None:
+            lap("read")
         messages = [m for m in stored_messages if m.msg_id not in without]
         by_id = {m.msg_id: m for m in messages}
         pending = [m for m in messages if m.state == "pending"]
@@ -142,6 +164,7 @@ class MemoryBuilder:
         echoes = await self._echoes(namespace, unassigned) if self._settings.store_firewall \
             else set()
         unassigned = [m for m in unassigned if m.msg_id not in echoes]
+        lap("firewall")
         chunks += self._new_chunks(unassigned, memories, affected, by_id)
 
         existing = {m.id: m for m in memories}
@@ -155,6 +178,7 @@ class MemoryBuilder:
 
         records = await self._records(namespace, session_id, list(zip(ids, chunks, strict=True)),
                                       existing)
+        lap("embed")
         now = datetime.now(UTC)
         events: list[EventRecord] = []
         for record in records:
@@ -182,6 +206,7 @@ class MemoryBuilder:
         # a build waits for them (bounded) before each text it analyses and before its
         # writes; the pool does the same before each slice it embeds.
         await self._pool.recall_first.step_aside()
+        lap("recall_first")
         # Only new chunks (a session's first build, an import): their ids were read as absent
         # under the lock just now (`existing`), so they are appended, not merged.
         await self._repo.upsert_memories(
@@ -189,6 +214,7 @@ class MemoryBuilder:
         rewritten = {r.id for r in records}
         await self._repo.set_memory_columns([{"id": m.id, "pinned": True, "updated_at": now}
                                              for m in pins if m.id not in rewritten])
+        lap("memories")
         # The superseded search reads the memories just written (on the namespace's copy,
         # while the table has no vector index: ~2 ms); its events and the build's go to the
         # events table in one commit, before the raw log is marked done (they were two
@@ -200,6 +226,7 @@ class MemoryBuilder:
         if outcome.deleted:
             await self._repo.delete_memories(outcome.deleted, namespace=namespace)
             await self._repo.delete_events(outcome.deleted)
+        lap("events")
         # The session's memories now, without reading them back (the namespace lock keeps
         # every other writer of this session's memories out).
         gone = set(outcome.deleted) | rewritten
@@ -208,6 +235,7 @@ class MemoryBuilder:
         await asyncio.gather(
             self._repo.mark_messages_done(pending),
             self._update_ledger(namespace, session_id, messages, after, previous, now))
+        lap("done")
         outcome.messages_done = len(pending)
         log.info("session_built", namespace=namespace, session_id=session_id,
                  created=len(outcome.created), updated=len(outcome.updated),

@@ -28,7 +28,7 @@ from app.locks import NamespaceLocks
 from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
-from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder
+from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder, stage_timer
 from app.store.schemas import (
     JobPublic,
     JobState,
@@ -140,9 +140,11 @@ class StoreService:
             )
         incoming = normalise(request.messages, max_chars=self._settings.max_message_chars)
         ns, sid = request.namespace, request.session_id
+        lap = stage_timer(self._metrics)
         if not request.wait:
             # The cheap acknowledgement: only the raw-log lock, never behind a build.
             result, _, _ = await self._write_raw_log(request, incoming)
+            lap("ack")
             if result.job_id is not None:
                 self.enqueue(ns, sid)
         else:
@@ -153,6 +155,7 @@ class StoreService:
                     self._write_raw_log(request, incoming),
                     self._builder.read_derived(ns, sid),
                     self._repo.unfinished_jobs(ns, sid))
+                lap("log_and_read")
                 if result.status == StoreStatus.stored:
                     outcome = await self._build(ns, sid, raw_log=raw_log, derived=derived,
                                                 queued_jobs=jobs)
@@ -261,6 +264,7 @@ class StoreService:
         """
         outcome = await self._builder.build_session(namespace, session_id, raw_log=raw_log,
                                                     derived=derived)
+        lap = stage_timer(self._metrics)
         if queued_jobs is None:
             queued_jobs = await self._repo.unfinished_jobs(namespace, session_id)
         jobs = {j.id: j for j in queued_jobs}
@@ -287,6 +291,7 @@ class StoreService:
                 result["status"] = StoreStatus.stored
             job.state, job.updated_at, job.result = JobState.done, now, json.dumps(result)
         await self._repo.upsert_jobs(list(jobs.values()))  # one commit for all of them
+        lap("jobs")
         return outcome
 
     @staticmethod

@@ -34,6 +34,24 @@ class TestMetrics:
         assert waits["query"] >= 2 and waits["passage"] >= 2, waits
         assert "engram_event_loop_lag_seconds_count" in text
 
+    async def test_store_stages_are_reported(self, client: Any) -> None:
+        """Where a store's time goes: each stage of a waiting store (two, one English and
+        one Chinese), then an acknowledged append and its background build."""
+        text = await metrics_after_bilingual_use(client)
+        stages = metric_by_label(text, "engram_store_stage_seconds_count", "stage")
+        for stage in ("log_and_read", "firewall", "embed", "memories", "events", "done",
+                      "jobs"):
+            assert stages.get(stage) == 2, (stage, stages)
+        response = await client.post("/v1/store", json={
+            "namespace": "alice", "session_id": "s2", "wait": False,
+            "messages": [{"role": "user", "content": "我下周二去杭州出差。"},
+                         {"role": "user", "content": "The flight leaves at 9 am."}]})
+        assert response.status_code == 202, response.text
+        await client.app.state.engram.store.idle()
+        text = (await client.get("/metrics")).text
+        stages = metric_by_label(text, "engram_store_stage_seconds_count", "stage")
+        assert stages["ack"] == 1 and stages["read"] == 1 and stages["embed"] == 3, stages
+
     async def test_metrics_content_type(self, client: Any) -> None:
         response = await client.get("/metrics")
         assert response.headers["content-type"].startswith("text/plain")
