@@ -12,10 +12,15 @@ call per session, as bench/import_vs_mem0.py), per store call, with this process
 seconds (all threads: model, LanceDB, Python) per call; `--profile OUT` writes a cProfile
 of the timed part (the event-loop thread only).
 
+With `--busy TENANTS,SESSIONS`, first the state bench/load.py's ingest leaves (TENANTS
+namespaces storing SESSIONS sessions of 20 messages at once, all built, no idle pause after),
+then the appends (into one of those namespaces) or the import.
+
 Usage (from the repository root; `ENGRAM_EMBEDDING_MODEL=multilingual-e5-small` for e5):
 
     PYTHONPATH=. .venv/bin/python bench/append_steps.py --appends 20
     PYTHONPATH=. .venv/bin/python bench/append_steps.py --locomo ../shared/data/locomo-dev.json
+    PYTHONPATH=. .venv/bin/python bench/append_steps.py --busy 16,20 --appends 10
 """
 
 from __future__ import annotations
@@ -118,6 +123,8 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                 response.raise_for_status()
 
             if locomo:
+                if busy[0]:
+                    await ingest(post, store, *busy)
                 await import_locomo(post, locomo, conversations, profile)
                 await pool.close()
                 return
