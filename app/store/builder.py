@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import structlog
 
@@ -67,27 +67,6 @@ class BuildOutcome:
     messages_done: int = 0
     job_ids: set[str] = field(default_factory=set)
     firewalled: list[str] = field(default_factory=list)  # Engram's own text (firewall.py)
-
-
-@dataclass(frozen=True)
-class EchoSearch:
-    """The firewall's full-text search (`MemoryBuilder._echoes`) run ahead of a build, with
-    the query and limit it was run with: the build uses its texts only for that very search."""
-
-    query: str
-    limit: int
-    texts: list[str]
-
-
-class _Quotable(Protocol):
-    """A message as the firewall reads it (a stored one, or one a store just received)."""
-
-    @property
-    def msg_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def content(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -139,31 +118,10 @@ class MemoryBuilder:
             self._repo.get_session(namespace, session_id))
         return DerivedState(memories, ledger)
 
-    async def prefetch_echoes(self, namespace: str, messages: Sequence[_Quotable]
-                              ) -> EchoSearch | None:
-        """The firewall's search for `messages` (a waiting store's new ones, in order) before
-        the build knows its messages: a store runs it with its first reads, and the build
-        uses it when its own search would be the same (the usual append: the store's new
-        messages are the build's unassigned ones). The namespace lock, held from before this
-        search to the end of the build, keeps the memories' texts as they are meanwhile.
-        None: no search would be made."""
-        s = self._settings
-        if not s.store_firewall:
-            return None
-        if s.skip_small_talk:
-            messages = [m for m in messages if not is_small_talk(m.content)]
-        _, quoting = _quoting(messages)
-        if not quoting:
-            return None
-        query, limit = _echo_query(quoting)
-        return EchoSearch(query, limit, await self._repo.memory_texts_like(
-            namespace, query, limit=limit))
-
     async def build_session(self, namespace: str, session_id: str, *,
                             without: frozenset[str] = frozenset(),
                             raw_log: Sequence[MessageRecord] | None = None,
-                            derived: DerivedState | None = None,
-                            echo_search: EchoSearch | None = None) -> BuildOutcome:
+                            derived: DerivedState | None = None) -> BuildOutcome:
         """Bring the session's memories in line with its raw log. Caller holds the lock.
 
         Args:
@@ -175,8 +133,6 @@ class MemoryBuilder:
                 after it are pending and built by the build their store queued.
             derived: the session's memories and ledger as read under the lock the caller
                 still holds (`read_derived`); None: read here.
-            echo_search: the firewall's search, run by the caller under the lock it still
-                holds (`prefetch_echoes`); used if it is the search this build needs.
         """
         lap = stage_timer(self._metrics)
         # Independent reads at once: each is a LanceDB query (and a version check).
@@ -205,8 +161,8 @@ class MemoryBuilder:
         unassigned = [m for m in pending if m.msg_id not in in_memory]
         if self._settings.skip_small_talk:
             unassigned = [m for m in unassigned if not is_small_talk(m.content)]
-        echoes = await self._echoes(namespace, unassigned, echo_search) \
-            if self._settings.store_firewall else set()
+        echoes = await self._echoes(namespace, unassigned) if self._settings.store_firewall \
+            else set()
         unassigned = [m for m in unassigned if m.msg_id not in echoes]
         lap("firewall")
         chunks += self._new_chunks(unassigned, memories, affected, by_id)
@@ -286,23 +242,30 @@ class MemoryBuilder:
                  deleted=len(outcome.deleted), messages=len(pending))
         return outcome
 
-    async def _echoes(self, namespace: str, messages: Sequence[MessageRecord],
-                      prefetched: EchoSearch | None = None) -> set[str]:
+    async def _echoes(self, namespace: str, messages: Sequence[MessageRecord]) -> set[str]:
         """The msg_ids of `messages` that are Engram's own text sent back (firewall.py):
         kept in the raw log, never made into memories.
 
         One full-text search per build, whatever the number of messages: the words of every
         message that could be a quote, together, with room in the limit for each one's own
         candidates (a query per message cost a search per assistant turn of an import).
-        `prefetched`: that search, already run (`prefetch_echoes`), used if it is the same.
         """
-        found, quoting = _quoting(messages)
+        found: set[str] = set()
+        quoting: list[tuple[MessageRecord, list[str]]] = []
+        for message in messages:
+            if carries_block(message.content):
+                found.add(message.msg_id)
+                continue
+            if message.role not in QUOTING_ROLES:
+                continue
+            lines = quoted_lines(message.content)
+            if long_enough_to_quote(lines):  # shorter: no quote, no search needed
+                quoting.append((message, lines))
         if quoting:
-            query, limit = _echo_query(quoting)
-            if prefetched is not None and (prefetched.query, prefetched.limit) == (query, limit):
-                texts = prefetched.texts
-            else:
-                texts = await self._repo.memory_texts_like(namespace, query, limit=limit)
+            limit = min(_ECHO_CANDIDATES_MAX,
+                        sum(min(50, 5 + 2 * len(lines)) for _, lines in quoting))
+            texts = await self._repo.memory_texts_like(
+                namespace, "\n".join(words_of(m.content) for m, _ in quoting), limit=limit)
             known = memory_lines(texts)
             found.update(m.msg_id for m, lines in quoting if quotes_only_memories(lines, known))
         if found:
@@ -543,32 +506,6 @@ class MemoryBuilder:
             time_end=max(times) if times else None,
         ))
 
-
-
-_Q = TypeVar("_Q", bound=_Quotable)
-
-
-def _quoting(messages: Sequence[_Q]) -> tuple[set[str], list[tuple[_Q, list[str]]]]:
-    """The msg_ids of `messages` that carry an injection block, and the others that could be
-    a quote of memories (a quoting role, enough text), each with its normalised lines."""
-    found: set[str] = set()
-    quoting: list[tuple[_Q, list[str]]] = []
-    for message in messages:
-        if carries_block(message.content):
-            found.add(message.msg_id)
-            continue
-        if message.role not in QUOTING_ROLES:
-            continue
-        lines = quoted_lines(message.content)
-        if long_enough_to_quote(lines):  # shorter: no quote, no search needed
-            quoting.append((message, lines))
-    return found, quoting
-
-
-def _echo_query(quoting: Sequence[tuple[_Quotable, list[str]]]) -> tuple[str, int]:
-    """The firewall's one full-text query for these messages and its limit."""
-    limit = min(_ECHO_CANDIDATES_MAX, sum(min(50, 5 + 2 * len(lines)) for _, lines in quoting))
-    return "\n".join(words_of(m.content) for m, _ in quoting), limit
 
 
 def _without_contained(chunks: list[Chunk], *, settled: Sequence[set[str]]) -> list[Chunk]:

@@ -28,13 +28,7 @@ from app.locks import NamespaceLocks
 from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
-from app.store.builder import (
-    BuildOutcome,
-    DerivedState,
-    EchoSearch,
-    MemoryBuilder,
-    stage_timer,
-)
+from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder, stage_timer
 from app.store.schemas import (
     JobPublic,
     JobState,
@@ -149,7 +143,7 @@ class StoreService:
         lap = stage_timer(self._metrics)
         if not request.wait:
             # The cheap acknowledgement: only the raw-log lock, never behind a build.
-            result, _, _, _ = await self._write_raw_log(request, incoming)
+            result, _, _ = await self._write_raw_log(request, incoming)
             lap("ack")
             if result.job_id is not None:
                 self.enqueue(ns, sid)
@@ -157,15 +151,14 @@ class StoreService:
             async with self._locks.hold(ns):
                 # What the build reads besides the raw log (memories, ledger, queued jobs) is
                 # read while the raw log is written: this lock keeps their writers out.
-                (result, has_pending, raw_log, echo_search), derived, jobs = \
-                    await asyncio.gather(
-                        self._write_raw_log(request, incoming),
-                        self._builder.read_derived(ns, sid),
-                        self._repo.unfinished_jobs(ns, sid))
+                (result, has_pending, raw_log), derived, jobs = await asyncio.gather(
+                    self._write_raw_log(request, incoming),
+                    self._builder.read_derived(ns, sid),
+                    self._repo.unfinished_jobs(ns, sid))
                 lap("log_and_read")
                 if result.status == StoreStatus.stored:
                     outcome = await self._build(ns, sid, raw_log=raw_log, derived=derived,
-                                                queued_jobs=jobs, echo_search=echo_search)
+                                                queued_jobs=jobs)
                     result.memories_created = outcome.created
                     result.memories_updated = outcome.updated
                     result.firewalled = outcome.firewalled
@@ -177,9 +170,8 @@ class StoreService:
                  updated=result.updated, skipped=result.skipped)
         return result
 
-    async def _write_raw_log(
-        self, request: StoreRequest, incoming: Sequence[Incoming]
-    ) -> tuple[StoreResult, bool, list[MessageRecord] | None, EchoSearch | None]:
+    async def _write_raw_log(self, request: StoreRequest, incoming: Sequence[Incoming]
+                             ) -> tuple[StoreResult, bool, list[MessageRecord] | None]:
         """Count new, changed and unchanged messages against the stored ones and write the
         new and changed ones as pending (with a queued job for `wait=false`).
 
@@ -187,9 +179,7 @@ class StoreService:
         lock makes the read and the write one step, so two stores of a session (also in two
         processes) never count the same message twice. Returns the result, whether the
         session holds messages not yet built, and for `wait=true` the session's raw log as
-        written (its build need not read it back) and the firewall's search for the new
-        messages, run while they are written (the build uses it if they are the ones it
-        builds, as in the usual append: one round less).
+        written (its build need not read it back).
         """
         ns, sid = request.namespace, request.session_id
         async with self._locks.hold_log(ns):
@@ -203,7 +193,7 @@ class StoreService:
             if stored and not request.incremental:
                 result.status = StoreStatus.skipped
                 result.skipped = len(incoming)
-                return result, has_pending, None, None
+                return result, has_pending, None
             records = self._raw_log_rows(request, incoming, stored)
             changed = [r for r in records if r.msg_id not in stored
                        or stored[r.msg_id].content_hash != r.content_hash]
@@ -212,15 +202,13 @@ class StoreService:
             result.skipped = len(incoming) - len(changed)
             if not records:
                 result.status = StoreStatus.unchanged
-                return result, has_pending, None, None
+                return result, has_pending, None
             fresh = [r for r in records if r.msg_id not in stored]
             rewritten = [r for r in records if r.msg_id in stored]
             if request.wait:
-                _, echo_search = await asyncio.gather(
-                    self._repo.store_messages(fresh, rewritten),
-                    self._builder.prefetch_echoes(ns, fresh))
+                await self._repo.store_messages(fresh, rewritten)
                 raw_log = {**stored, **{r.msg_id: r for r in records}}
-                return result, True, sorted(raw_log.values(), key=lambda m: m.seq), echo_search
+                return result, True, sorted(raw_log.values(), key=lambda m: m.seq)
             now = datetime.now(UTC)
             job = JobRecord(id=f"job_{uuid.uuid4().hex}", namespace=ns, session_id=sid,
                             created_at=now, updated_at=now)
@@ -234,7 +222,7 @@ class StoreService:
             # queued job without them is finished by that build.
             await asyncio.gather(self._repo.store_messages(fresh, rewritten),
                                  self._repo.add_job(self._job_with_result(job, result)))
-            return result, True, None, None
+            return result, True, None
 
     def _raw_log_rows(
         self, request: StoreRequest, incoming: Sequence[Incoming], stored: dict[str, MessageRecord]
@@ -268,15 +256,14 @@ class StoreService:
     async def _build(self, namespace: str, session_id: str, *,
                      raw_log: list[MessageRecord] | None = None,
                      derived: DerivedState | None = None,
-                     queued_jobs: list[JobRecord] | None = None,
-                     echo_search: EchoSearch | None = None) -> BuildOutcome:
+                     queued_jobs: list[JobRecord] | None = None) -> BuildOutcome:
         """Build the session's pending messages into memories; finish their jobs.
 
         `queued_jobs`: the session's queued jobs, read before `raw_log` was (None: read
         after the build); a job queued in between is read by its id below.
         """
         outcome = await self._builder.build_session(namespace, session_id, raw_log=raw_log,
-                                                    derived=derived, echo_search=echo_search)
+                                                    derived=derived)
         lap = stage_timer(self._metrics)
         if queued_jobs is None:
             queued_jobs = await self._repo.unfinished_jobs(namespace, session_id)

@@ -224,51 +224,6 @@ class TestWaitingSmallAppend:
         texts = " ".join(m["text"] for m in await all_memories(client))
         assert "dentist" in texts and "牙医" in texts
 
-    @pytest.mark.parametrize("reply", [
-        "好的，牙医预约改到周五上午十点，我记下了。",
-        "Noted: the dentist appointment moved to Friday at 10am."])
-    async def test_the_firewall_search_runs_with_the_raw_log_write(self, client: Any,
-                                                                   reply: str) -> None:
-        repo = client.app.state.engram.repo
-        await seed_session(client)
-        turns = [NEW_TURNS[0], {"msg_id": "t4", "role": "assistant", "content": reply}]
-        with recording(repo) as calls:
-            response = await client.post("/v1/store", json={
-                "namespace": "alice", "session_id": "s1", "messages": turns})
-        assert response.status_code == 200, response.text
-        assert response.json()["new"] == 2 and response.json()["firewalled"] == []
-        # The assistant's reply could quote memories: the firewall's one full-text search
-        # for the new messages runs while they are written (a round less), not after, and
-        # the build uses it instead of searching again.
-        appended = calls.index(("messages", "add"))
-        assert calls[:appended].count(("memories", "query")) == 2, calls  # + the session's
-        assert calls.count(("memories", "query")) == 2, calls
-        texts = " ".join(m["text"] for m in await all_memories(client))
-        assert reply in texts
-
-    @pytest.mark.parametrize("quote", ["- [2026-05-01] user: I moved to Lisbon in May.",
-                                       "user：我下周二去杭州出差"])
-    async def test_a_prefetched_search_for_other_messages_is_not_used(self, client: Any,
-                                                                     quote: str) -> None:
-        """A session with a message left pending (its build failed, say) builds it with the
-        new ones: its own search, for all of them, finds the memory the older one quotes."""
-        repo = client.app.state.engram.repo
-        await seed_session(client)
-        engram = client.app.state.engram
-        quoting = {"msg_id": "q1", "role": "assistant", "content": quote}
-        await engram.store.stop()  # the acknowledged message stays pending
-        response = await client.post("/v1/store", json={
-            "namespace": "alice", "session_id": "s2", "wait": False, "messages": [quoting]})
-        assert response.status_code == 202, response.text
-        with recording(repo) as calls:
-            response = await client.post("/v1/store", json={
-                "namespace": "alice", "session_id": "s2", "messages": [
-                    {"msg_id": "q2", "role": "assistant",
-                     "content": "Noted: the dentist moved to Friday 10am. 牙医改到周五。"}]})
-        assert response.status_code == 200, response.text
-        assert response.json()["firewalled"] == ["q1"], response.json()
-        assert calls.count(("memories", "query")) == 3, calls  # the prefetch, unused
-
     def test_the_model_runs_one_thread_unless_told(self, tmp_path: Any) -> None:
         # A small append's time is mostly the pass over its grown chunk: on this 2-core
         # machine, busy, 2 torch threads made that pass 2-7x slower than 1 (benchmarks §7).
