@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     # embedded, a forward pass, a write) until no recall is, at most this long per boundary,
     # so they never starve. 0 turns the waiting off.
     recall_first_max_wait_ms: float = Field(default=50.0, ge=0, le=1000)
+    # Threads that only build (the embedding pool's stored-text thread, the analysis and
+    # compression threads) run this much nicer than the server (Linux; app/ops/priority.py),
+    # so the kernel gives recall's threads the CPU first. 0: the same priority.
+    build_niceness: int = Field(default=10, ge=0, le=19)
 
     # --- store ---------------------------------------------------------------------------
     chunk_max_turns: int = Field(default=6, ge=1, le=50)
