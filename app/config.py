@@ -105,14 +105,19 @@ class Settings(BaseSettings):
     # While a forward pass runs, how long queries arriving meanwhile wait for companions to
     # share the next one (a lone query never waits).
     embedding_batch_wait_ms: float = Field(default=2.0, ge=0, le=100)
-    # Recall first, but bounded: a waiting store (or background) batch lets at most this many
-    # jobs of more urgent lanes (one query is one job) go ahead of it, then it goes next.
+    # Stores before background work, but bounded: a waiting background batch lets at most
+    # this many store batches go ahead of it, then it goes next (questions have their own
+    # thread: app/embedding/pool.py).
     embedding_max_jobs_ahead: int = Field(default=16, ge=1, le=10_000)
     # Recall first (app/ops/recall_first.py): while a recall is in flight, builds and
     # background work wait at each of their boundaries (a text analysed, a slice of texts
     # embedded, a forward pass, a write) until no recall is, at most this long per boundary,
     # so they never starve. 0 turns the waiting off.
     recall_first_max_wait_ms: float = Field(default=50.0, ge=0, le=1000)
+    # Threads that only build (the embedding pool's stored-text thread, the analysis and
+    # compression threads) run this much nicer than the server (Linux; app/ops/priority.py),
+    # so the kernel gives recall's threads the CPU first. 0: the same priority.
+    build_niceness: int = Field(default=10, ge=0, le=19)
 
     # --- store ---------------------------------------------------------------------------
     chunk_max_turns: int = Field(default=6, ge=1, le=50)

