@@ -864,15 +864,27 @@ def _asked_about(units: Sequence[_Unit], query: str) -> list[_Unit] | None:
 
 
 def _names_in(name: str, query: str) -> bool:
-    """Whether a casefolded query names a speaker: the whole name or its first word, as a
-    word ("Caroline's" names Caroline, "Carolines" does not); a CJK name as it is."""
-    for form in dict.fromkeys((name, name.split(" ")[0])):
+    """Whether a casefolded query names a speaker: the whole name or the given name people
+    call them by. A name of several words by its first word, as a word ("Anna" names
+    "Anna Lee", "Anna's" names Anna, "Annabel" does not; a CJK character next to it is not
+    part of the word: "Anna去了哪里"). A Chinese name of three or four characters also by
+    its last two, the given name after a family name of one or two characters ("阿杰" names
+    林阿杰, "娜娜" names 欧阳娜娜); one of two characters only whole (its given name is one
+    character, too short to tell from any other word)."""
+    forms = [name, name.split(" ")[0]]
+    if has_cjk(name) and len(name) in (3, 4):
+        forms.append(name[-2:])
+    for form in dict.fromkeys(forms):
         if has_cjk(form):
             if form in query:
                 return True
-        elif re.search(rf"(?<!\w){re.escape(form)}(?!\w)", query):
+        elif re.search(rf"(?<!{_LATIN_WORD}){re.escape(form)}(?!{_LATIN_WORD})", query):
             return True
     return False
+
+
+# A word character that is not CJK: what a Latin name must not touch to be a whole word.
+_LATIN_WORD = r"[^\W\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]"
 
 
 def _one_speaker(units: Sequence[_Unit]) -> bool:

@@ -147,6 +147,22 @@ HOBBIES = {"en": (EN_HOBBIES, "What does Leo do as a hobby?"),
            "zh": (ZH_HOBBIES, "阿杰有什么爱好？")}
 
 
+# Speaker labels of several words or a family name, and a question that names only the
+# given name, as people do: "Leo" for "Leo Martin", "阿杰" for "林阿杰", and a Latin name
+# written without a space in a Chinese question ("Leo有什么爱好？").
+FULL_NAMES = {
+    "en": ({"Leo": "Leo Martin", "Maya": "Maya Ross"}, EN_HOBBIES,
+           "What does Leo do as a hobby?"),
+    "zh": ({"阿杰": "林阿杰", "小雨": "王小雨"}, ZH_HOBBIES, "阿杰有什么爱好？"),
+    "zh-latin": ({"阿杰": "Leo Martin", "小雨": "Maya Ross"}, ZH_HOBBIES, "Leo有什么爱好？"),
+}
+
+
+def relabelled(chats: list[list[tuple[str, str]]], names: dict[str, str]
+               ) -> list[list[tuple[str, str]]]:
+    return [[(names[speaker], text) for speaker, text in chat] for chat in chats]
+
+
 class TestNamedSpeaker:
     @pytest.mark.parametrize("language", ["en", "zh"])
     async def test_a_question_about_one_speaker_gets_his_turns_from_more_chats(
@@ -156,6 +172,18 @@ class TestNamedSpeaker:
         all three hobbies fit; the same in both role shapes, and the first memory is the
         same whatever `top_k`."""
         chats, query = HOBBIES[language]
+        await self._check_named(client, chats, query, language)
+
+    @pytest.mark.parametrize("shape", list(FULL_NAMES))
+    async def test_the_given_name_names_a_speaker_labelled_with_the_full_name(
+            self, client: Any, shape: str) -> None:
+        """The same with speakers labelled "Leo Martin" / "林阿杰" and a question naming
+        "Leo" / "阿杰" only."""
+        names, chats, query = FULL_NAMES[shape]
+        await self._check_named(client, relabelled(chats, names), query, shape)
+
+    async def _check_named(self, client: Any, chats: list[list[tuple[str, str]]], query: str,
+                           language: str) -> None:
         others = {f"c{n}-{i}" for n in range(len(chats)) for i in (0, 2)}
         for all_user in (False, True):
             namespace = f"{language}-{'user' if all_user else 'speakers'}"
