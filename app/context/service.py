@@ -11,8 +11,9 @@ Three sections, in this order, within one token budget:
 
 Memories are taken in that order until the budget is full; one that does not fit is left
 out (counted in `left_out`) and smaller ones after it are still tried. Tokens are counted
-with the embedding model's tokenizer and the block is rendered by recall's own
-`render_block`, so a context and a recall read alike to the model. A context records no
+with the embedding model's tokenizer, the block is rendered by recall's own `render_block`
+and counted by its `TokenCounter` (from its pieces), so a context and a recall read and
+count alike. A context records no
 recall hits: nothing was matched against a question.
 """
 
@@ -26,7 +27,7 @@ from app.config import Settings
 from app.context.schemas import ContextMemory, ContextReason, ContextRequest, ContextResponse
 from app.embedding.pool import EmbeddingPool
 from app.recall.schemas import BlockLanguage
-from app.recall.service import _Candidate, _Packed, _public, render_block
+from app.recall.service import TokenCounter, _Candidate, _Packed, _public, render_block
 from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository
 from app.time_range import as_utc
@@ -54,6 +55,7 @@ class ContextService:
         self._repo = repo
         self._pool = pool
         self._settings = settings
+        self._tokens = TokenCounter(pool.count_tokens)
 
     async def context(self, request: ContextRequest) -> ContextResponse:
         started = time.perf_counter()
@@ -79,7 +81,7 @@ class ContextService:
                                  (ContextReason.durable, durable),
                                  (ContextReason.latest_session, gist)):
             for memory in memories:
-                tokens = self._pool.count_tokens(memory.text)
+                tokens = self._tokens.count(memory.text)
                 if used + tokens > max_tokens:
                     left_out += 1
                     continue
@@ -98,7 +100,7 @@ class ContextService:
             chinese = sum(1 for m, _, _ in chosen if m.language == "zh")
             language = BlockLanguage.zh if chosen and 2 * chinese >= len(chosen) \
                 else BlockLanguage.en
-        block, _ = render_block(packed, language=language)
+        block, frame = render_block(packed, language=language)
         return ContextResponse(
             namespace=request.namespace,
             memories=[ContextMemory(**_public(p).model_dump(), reason=reason)
@@ -108,7 +110,8 @@ class ContextService:
             max_tokens=max_tokens,
             language=language.value,
             block=block,
-            block_tokens=self._pool.count_tokens(block) if block else 0,
+            block_tokens=self._tokens.block(block, frame, [p.text for p in packed],
+                                            [p.tokens for p in packed]),
             session_id=session_id,
             left_out=left_out,
             took_ms=round((time.perf_counter() - started) * 1000, 2),

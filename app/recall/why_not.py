@@ -149,7 +149,7 @@ class _TracedRecall(RecallService):
     def __init__(self, parent: RecallService) -> None:
         super().__init__(parent._repo, parent._pool, _NoHits(), parent._settings)
         self._sizes = parent._sizes  # share the caches: same data, same answers
-        self._tokens = parent._tokens
+        self._tokens = parent._tokens  # the same TokenCounter
         self.trace = _Trace()
         self._query_vector: np.ndarray | None = None
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.helpers import store
 
 PIN_EN = [{"msg_id": "p1", "role": "user",
@@ -106,3 +108,41 @@ class TestBudget:
             await context(client)
             response = await client.post("/v1/context", json={"namespace": "bob"})
             assert response.status_code == 403
+
+
+class _CountingModel:
+    """The real model, noting every text its tokenizer is asked to count."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.counted: list[str] = []
+
+    def count_tokens(self, text: str) -> int:
+        self.counted.append(text)
+        result: int = self._model.count_tokens(text)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+class TestBlockTokens:
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_the_block_is_counted_from_its_pieces_like_recalls(
+            self, open_client: Any, model: Any, language: str) -> None:
+        """A context's block is counted as recall counts its own (`TokenCounter.block`): from
+        the memories' counts, the frame's and a fixed count per join, never by tokenizing
+        the whole block again, and exactly what the tokenizer says of the whole."""
+        counting = _CountingModel(model)
+        pin, decision, latest, query = (
+            (PIN_EN, DECISION_EN, LATEST_EN, "peanut allergy") if language == "en"
+            else (PIN_ZH, DECISION_ZH, LATEST_ZH, "花生过敏"))
+        async with open_client(with_model=counting) as client:
+            await fill(client, pin=pin, decision=decision, latest=latest)
+            response = await client.post("/v1/recall", json={"namespace": "alice",
+                                                             "query": query})
+            assert response.status_code == 200, response.text
+            for body in (await context(client), response.json()):
+                assert body["block"] and body["language"] == language
+                assert body["block_tokens"] == model.count_tokens(body["block"])
+                assert body["block"] not in counting.counted, "the block was tokenized whole"
