@@ -26,6 +26,23 @@ SCORE_SCALE = (
 )
 
 
+TRIMMED = (
+    "True when some of the memory's lines (messages) were left out of `text`. Memories are "
+    "packed best first, and a line is returned once: (1) lines a better memory already "
+    "returned are left out (overlapping chunks); (2) a memory that does not fit whole in the "
+    "tokens left gives only its lines that match the query's words (at least half as well "
+    "as its best line); (3) a memory whose lines all come from one speaker (notes, a list "
+    "of facts) gives its matching lines first, and (4) a dialogue that is not the first "
+    "memory, when the query names exactly one of its speakers (by the name its lines start "
+    "with, or the given name), gives that speaker's lines first. Once the memories of their "
+    "tier are packed (those passing the configured `min_score`, then any weaker ones a "
+    "lower per-call `min_score` lets in), those of (3) and (4) get their other lines back, "
+    "best memory first, while the budget allows, taking them from weaker memories that had "
+    "returned them (such a memory is then trimmed, or dropped when no line is left). So a "
+    "memory stays trimmed when the budget ran out first or a better memory holds the lines."
+)
+
+
 class BlockLanguage(StrEnum):
     auto = "auto"
     zh = "zh"
@@ -134,8 +151,8 @@ class ScoreParts(BaseModel):
 
 class RecalledMemory(BaseModel):
     id: str
-    text: str = Field(description="The memory text as packed: lines already returned by a "
-                      "better memory (overlapping chunks) are left out.")
+    text: str = Field(description="The memory text as packed: the whole memory, or the "
+                      "lines of it that were returned (see `trimmed`), in order.")
     msg_ids: list[str] = Field(description="The messages this text covers, in order.")
     session_id: str
     time_start: datetime | None
@@ -148,7 +165,7 @@ class RecalledMemory(BaseModel):
     tokens: int = Field(description="Tokens of `text` under the documented tokenizer.")
     score: float = Field(description="Final score: relevance × decay × boost.")
     explain: ScoreParts
-    trimmed: bool = Field(description="True when overlapping lines were left out of `text`.")
+    trimmed: bool = Field(description=TRIMMED)
 
 
 class ReferenceInfo(BaseModel):

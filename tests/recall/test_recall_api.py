@@ -331,3 +331,15 @@ class TestRequest:
         response = await client.post("/v1/recall", json=body)
         assert response.status_code == 422, response.text
         assert response.json()["error"]["code"] == "invalid_request"
+
+
+class TestDocumentedTrimming:
+    async def test_trimmed_names_every_way_a_memory_is_trimmed(self, client: Any) -> None:
+        """`trimmed` is documented with each packing rule that leaves lines out (`_pack`):
+        overlap, the budget, one speaker's statements, a named speaker, lines given back."""
+        schema = (await client.get("/openapi.json")).json()
+        trimmed = schema["components"]["schemas"]["RecalledMemory"]["properties"]["trimmed"]
+        text = trimmed["description"]
+        for rule in ("better memory already returned", "does not fit whole",
+                     "one speaker", "names exactly one of its speakers", "lines back"):
+            assert rule in text, rule
