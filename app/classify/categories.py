@@ -33,6 +33,7 @@ from enum import Enum, StrEnum
 from typing import Final
 
 from app.classify.smalltalk import is_small_talk
+from app.scripts import has_han
 
 __all__ = ["Category", "CategoryResult", "classify_category"]
 
@@ -859,7 +860,6 @@ _RULES: Final[tuple[_Rule, ...]] = (
 
 
 _LATIN_RE: Final = re.compile(r"[A-Za-z]")
-_CJK_RE: Final = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def _evidence(text: str) -> dict[Category, float]:
@@ -867,7 +867,7 @@ def _evidence(text: str) -> dict[Category, float]:
     # Skip a whole script's rules when the text has none of its letters.
     targets = {
         _Script.LATIN: lowered if _LATIN_RE.search(text) else None,
-        _Script.CJK: text if _CJK_RE.search(text) else None,
+        _Script.CJK: text if has_han(text) else None,
         _Script.ANY: text,
     }
     scores = dict.fromkeys(Category, 0.0)

@@ -30,6 +30,7 @@ from typing import Final
 import jieba
 
 from app.classify.stopwords import EN_STOP_WORDS, ZH_STOP_WORDS, word_set
+from app.scripts import HAN
 
 __all__ = ["Entities", "extract_entities", "subtopics", "warm_up"]
 
@@ -117,7 +118,6 @@ def _sub_words(word: str) -> Iterator[str]:
 
 # --------------------------------------------------------------------------- patterns
 
-_CJK: Final = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # E-mail addresses in ASCII only: "\S+@" would rescan every long run of Chinese (which has
 # no spaces) from each of its characters.
 _URL_RE: Final = re.compile(r"https?://\S+|www\.\S+|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
@@ -154,7 +154,7 @@ _QUOTE_RES: Final = (
 # Tokens for concepts and bigrams: an English word, a run of Chinese, a number, or a
 # clause break. Other symbols are skipped and do not break adjacency.
 _TOKEN_RE: Final = re.compile(
-    rf"(?P<en>[A-Za-z]+(?:'[A-Za-z]+)?)|(?P<zh>[{_CJK}]+)|(?P<num>\d+(?:[.,]\d+)*)"
+    rf"(?P<en>[A-Za-z]+(?:'[A-Za-z]+)?)|(?P<zh>[{HAN}]+)|(?P<num>\d+(?:[.,]\d+)*)"
     r"|(?P<brk>[.,;:!?()\[\]{}\"“”「」『』…。，、；：！？（）《》【】\n])"
 )
 _EN_CONCEPT_RE: Final = re.compile(r"[a-z]{3,15}")

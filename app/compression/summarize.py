@@ -26,7 +26,8 @@ import structlog
 
 from app.classify.smalltalk import is_small_talk
 from app.compression import lexicon
-from app.compression.text import Proposition, content_tokens, has_cjk, propositions
+from app.compression.text import Proposition, content_tokens, propositions
+from app.scripts import has_han
 
 log = structlog.get_logger(__name__)
 
@@ -38,7 +39,7 @@ def _render(chosen: Sequence[Proposition]) -> str:
     previous: Proposition | None = None
     for prop in chosen:
         if previous is not None and previous.line == prop.line:
-            joiner = "" if has_cjk(lines[-1][-1:]) else " "
+            joiner = "" if has_han(lines[-1][-1:]) else " "
             lines[-1] += joiner + prop.text
         else:
             lines.append(prop.render())
@@ -123,7 +124,7 @@ class AbstractiveSummarizer:
     async def summarize(self, texts: Sequence[str], *, max_chars: int) -> str | None:
         """The endpoint's summary, or None when it cannot give one (logged)."""
         joined = "\n---\n".join(texts)
-        prompt = (_PROMPT_ZH if has_cjk(joined) else _PROMPT_EN).format(limit=max_chars)
+        prompt = (_PROMPT_ZH if has_han(joined) else _PROMPT_EN).format(limit=max_chars)
         body = {"model": self._model, "temperature": 0,
                 "messages": [{"role": "system", "content": prompt},
                              {"role": "user", "content": joined}]}

@@ -21,10 +21,10 @@ import jieba
 
 from app.classify.entities import warm_up
 from app.classify.stopwords import EN_STOP_WORDS, ZH_STOP_WORDS, word_set
+from app.scripts import HAN
 
-_CJK: Final = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN_RE: Final = re.compile(
-    rf"(?P<zh>[{_CJK}]+)|(?P<en>[A-Za-z][A-Za-z'’]*)|(?P<num>\d+(?:[.:/-]\d+)*)"
+    rf"(?P<zh>[{HAN}]+)|(?P<en>[A-Za-z][A-Za-z'’]*)|(?P<num>\d+(?:[.:/-]\d+)*)"
 )
 # Single Chinese characters that carry grammar, not content.
 ZH_FUNCTION_CHARS: Final = word_set(
@@ -38,14 +38,10 @@ _ROLE_PREFIX: Final = re.compile(r"^(?:user|assistant|system|tool)\s*:\s*", re.I
 # A name before a colon at the start of a message ("Caroline: …", "小王：…"). Chinese names
 # are two or three characters; longer runs before a colon are content ("注意事项：…").
 _SPEAKER_PREFIX: Final = re.compile(
-    rf"^((?:[A-Z][\w'.-]*)(?: [A-Z][\w'.-]*){{0,2}}|[{_CJK}]{{2,3}})\s*[:：]\s*"
+    rf"^((?:[A-Z][\w'.-]*)(?: [A-Z][\w'.-]*){{0,2}}|[{HAN}]{{2,3}})\s*[:：]\s*"
 )
 _SENTENCE_SPLIT: Final = re.compile(r"(?<=[.!?。！？；;…])\s+|(?<=[。！？；…])")
 _WS: Final = re.compile(r"\s+")
-
-
-def has_cjk(text: str) -> bool:
-    return re.search(f"[{_CJK}]", text) is not None
 
 
 def tokens(text: str) -> list[str]:

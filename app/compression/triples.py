@@ -25,7 +25,8 @@ from typing import Final
 
 from app.classify.entities import warm_up
 from app.classify.stopwords import EN_STOP_WORDS, word_set
-from app.compression.text import content_tokens, has_cjk, sentences, split_speaker
+from app.compression.text import content_tokens, sentences, split_speaker
+from app.scripts import has_han
 
 _BASE_VERBS: Final = word_set(
     """
@@ -186,7 +187,7 @@ def extract_triples(text: str) -> list[Triple]:
             continue
         speaker, content = split_speaker(line)
         for sentence in sentences(content):
-            triple = (_chinese_triple(sentence, speaker) if has_cjk(sentence)
+            triple = (_chinese_triple(sentence, speaker) if has_han(sentence)
                       else _english_triple(sentence, speaker))
             if triple is not None and triple not in found:
                 found.append(triple)

@@ -34,10 +34,9 @@ import jieba
 
 from app.classify.entities import ROLE_LABEL_RE, warm_up
 from app.classify.stopwords import word_set
+from app.scripts import HAN_RUN, has_han
 
-_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _LATIN_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _NUMBER_WITH_UNIT = re.compile(r"(\d{2,})[a-z]{1,3}")
 _AGE = re.compile(r"[\d零一二两三四五六七八九十]\s*岁")
 _NUMBER_TERM = re.compile(r"\d+|[零一二两三四五六七八九十百千万亿]+[人岁天个周年月次场位]?")
@@ -91,7 +90,7 @@ def _parse_groups() -> dict[str, tuple[str, ...]]:
 
 _EQUIVALENTS = _parse_groups()
 
-_CJK_EQUIVALENT_WORDS = frozenset(w for w in _EQUIVALENTS if len(w) >= 2 and _CJK_RUN.fullmatch(w))
+_CJK_EQUIVALENT_WORDS = frozenset(w for w in _EQUIVALENTS if len(w) >= 2 and HAN_RUN.fullmatch(w))
 
 
 def _stem(word: str) -> str:
@@ -142,7 +141,7 @@ def query_terms(text: str) -> QueryTerms:
     """The English and Chinese terms of a query."""
     cjk: set[str] = set()
     guessed: set[str] = set()
-    runs = _CJK_RUN.findall(text)
+    runs = HAN_RUN.findall(text)
     if runs:
         warm_up()
         for run in runs:
@@ -164,13 +163,13 @@ def query_terms(text: str) -> QueryTerms:
             cjk = {t for t in cjk if not any(t != w and t in w for w in named)} | named
     if _AGE.search(text):  # "40岁以下": the age, though no word names it
         cjk.add("年龄")
-    latin = latin_words(_CJK_RUN.sub(" ", text))
+    latin = latin_words(HAN_RUN.sub(" ", text))
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
                       guessed=frozenset(guessed - cjk))
 
 
 def has_cjk(text: str) -> bool:
-    return bool(_CJK.search(text))
+    return has_han(text)
 
 
 _LATIN_LETTER = re.compile(r"[A-Za-z]")

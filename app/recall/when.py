@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from app.scripts import has_han
+
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december")
 _MONTH = r"(?P<mon>" + "|".join(m for m in _MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sept?|" \
@@ -136,6 +138,6 @@ def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
 def strip_phrase(text: str, phrase: str) -> str:
     """`text` without `phrase` (the search should not look for the date's words)."""
     # Chinese needs no spaces between words: the phrase goes without a trace there.
-    stripped = text.replace(phrase, "" if re.search(r"[\u3400-\u9fff]", phrase) else " ")
+    stripped = text.replace(phrase, "" if has_han(phrase) else " ")
     stripped = re.sub(r"\s+([?？,，.。!！])", r"\1", re.sub(r"\s{2,}", " ", stripped)).strip()
     return stripped or text

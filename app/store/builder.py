@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from app.embedding.pool import EmbeddingPool
 from app.memories.lifecycle import pin_event
 from app.ops.metrics import Metrics
 from app.recall.newer import mark_superseded
+from app.scripts import has_han
 from app.storage.records import (
     EventRecord,
     MemoryRecord,
@@ -53,7 +53,6 @@ log = structlog.get_logger(__name__)
 
 _T = TypeVar("_T")
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 # The most memory texts the firewall's one search per build reads (each message that could be
 # a quote adds its own share, 5 + 2 per line, at most 50): bounds a large import's search.
 _ECHO_CANDIDATES_MAX = 500
@@ -80,7 +79,7 @@ class DerivedState:
 
 
 def language_of(text: str) -> str:
-    return "zh" if _CJK.search(text) else "en"
+    return "zh" if has_han(text) else "en"
 
 
 def text_hash(text: str, msg_ids: Sequence[str]) -> str:
