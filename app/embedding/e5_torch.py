@@ -406,13 +406,6 @@ class E5Model:
 
         `mask` is (batch, length) bool, False on padding. Call under `torch.inference_mode()`.
         """
-        x = self.hidden_states(ids, mask)
-        weights = mask.unsqueeze(-1).to(torch.float32)
-        return (x * weights).sum(1) / weights.sum(1)
-
-    def hidden_states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The last hidden state of every token: (batch, length, H) float32 (padding rows
-        hold values, never to be pooled). Call under `torch.inference_mode()`."""
         h = self.header
         batch, length = ids.shape
         heads, head_dim = h.heads, h.hidden // h.heads
@@ -430,7 +423,8 @@ class E5Model:
             up = F.gelu(F.linear(x, layer.up_w, layer.up_b))  # erf GELU, as BERT and e5.c
             x = F.layer_norm(x + F.linear(up, layer.down_w, layer.down_b), (h.hidden,),
                              layer.out_norm_w, layer.out_norm_b, h.eps)
-        return x.float()
+        weights = mask.unsqueeze(-1).to(torch.float32)
+        return (x.float() * weights).sum(1) / weights.sum(1)
 
 
 def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -489,7 +483,6 @@ class _Window:
     text: int  # index of the text it belongs to
     weight: int  # its content tokens: a text's vector is the token-weighted mean of windows
     ids: list[int]
-    start: int = 0  # where its content starts in the text's content tokens
 
 
 # --- the encoder --------------------------------------------------------------------------
@@ -541,12 +534,10 @@ class E5TorchEncoder:
         return self._tokenizer
 
     def encode_queries(self, texts: list[str]) -> Vector:
-        vectors: Vector = self._encode(texts, QUERY_PREFIX)
-        return vectors
+        return self._encode(texts, QUERY_PREFIX)
 
     def encode_passages(self, texts: list[str]) -> Vector:
-        vectors: Vector = self._encode(texts, PASSAGE_PREFIX)
-        return vectors
+        return self._encode(texts, PASSAGE_PREFIX)
 
     def count_tokens(self, text: str) -> int:
         total = len(self._tokenizer.content_ids(PASSAGE_PREFIX + text))
@@ -558,53 +549,21 @@ class E5TorchEncoder:
         untrustworthy."""
         return 0.0
 
-    def encode_passage_lines(self, texts: list[str]) -> tuple[Vector, list[Vector | None]]:
-        """`encode_passages`, and each text's line vectors from the same forward pass: one
-        row per line of `text.split("\n")`, the mean of that line's token states in the
-        whole text ("late chunking"), L2-normalised. None for a text of one line, and for
-        one whose tokens do not split at its line breaks (a line ending in a space)."""
-        both: tuple[Vector, list[Vector | None]] = self._encode(texts, PASSAGE_PREFIX,
-                                                                lines=True)
-        return both
-
-    def _line_owners(self, text: str, content: list[int]) -> list[int] | None:
-        """The line (index in `text.split("\n")`) of each content token of "passage: " +
-        `text`, -1 for the prefix's; None if the text is one line or its tokens do not
-        split at line breaks. A line break becomes a space and XLM-R's pieces never hold
-        a space inside, so the tokens are nearly always each line's tokens in a row."""
-        lines = text.split("\n")
-        if len(lines) < 2:
-            return None
-        ids = self._tokenizer.content_ids(PASSAGE_PREFIX.rstrip())
-        owners = [-1] * len(ids)
-        for index, line in enumerate(lines):
-            part = self._tokenizer.content_ids(line)
-            ids += part
-            owners += [index] * len(part)
-        return owners if ids == content else None
-
-    def _windows(self, texts: list[str], prefix: str, *, lines: bool = False
-                 ) -> tuple[list[_Window], list[list[int] | None]]:
+    def _windows(self, texts: list[str], prefix: str) -> list[_Window]:
         windows: list[_Window] = []
-        owners: list[list[int] | None] = []
         for index, text in enumerate(texts):
             content = self._tokenizer.content_ids(prefix + text)
-            owners.append(self._line_owners(text, content) if lines else None)
             for start in range(0, max(len(content), 1), self._window):
                 part = content[start:start + self._window]
                 windows.append(_Window(index, max(len(part), 1),
-                                       [self._bos, *part, self._eos], start))
-        return windows, owners
+                                       [self._bos, *part, self._eos]))
+        return windows
 
-    def _encode(self, texts: list[str], prefix: str, *, lines: bool = False
-                ) -> Any:
-        empty = np.zeros((0, self.dim), dtype=np.float32)
+    def _encode(self, texts: list[str], prefix: str) -> Vector:
         if not texts:
-            return (empty, []) if lines else empty
-        windows, owners = self._windows(texts, prefix, lines=lines)
+            return np.zeros((0, self.dim), dtype=np.float32)
+        windows = self._windows(texts, prefix)
         sums = np.zeros((len(texts), self.dim), dtype=np.float64)
-        line_sums = [np.zeros((max(o) + 1, self.dim), dtype=np.float64) if o else None
-                     for o in owners]
         with torch.inference_mode():
             for group in batches([len(w.ids) for w in windows]):
                 length = padded_length(len(windows[group[0]].ids))
@@ -613,27 +572,10 @@ class E5TorchEncoder:
                 for row, w in enumerate(windows[i] for i in group):
                     ids[row, :len(w.ids)] = torch.tensor(w.ids)
                     mask[row, :len(w.ids)] = True
-                states = self._model.hidden_states(ids, mask)
-                weights = mask.unsqueeze(-1).to(torch.float32)
-                means = ((states * weights).sum(1) / weights.sum(1)).numpy()
+                means = self._model.mean_pooled(ids, mask).numpy()
                 for row, i in enumerate(group):
-                    w = windows[i]
-                    sums[w.text] += w.weight * means[row]
-                    into, owner = line_sums[w.text], owners[w.text]
-                    if into is not None and owner is not None:
-                        # The window's content tokens (after <s>) by the line they are in.
-                        span = np.asarray(owner[w.start:w.start + len(w.ids) - 2])
-                        token_states = states[row, 1:1 + len(span)].numpy()
-                        keep = span >= 0
-                        np.add.at(into, span[keep], token_states[keep])
-        vectors: Vector = _normalised(sums)
-        if not lines:
-            return vectors
-        return vectors, [_normalised(s) if s is not None else None for s in line_sums]
-
-
-def _normalised(sums: np.ndarray[Any, np.dtype[np.float64]]) -> Vector:
-    # A weighted sum points where the weighted mean does: normalising is enough.
-    norms = np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
-    vectors: Vector = (sums / norms).astype(np.float32)
-    return vectors
+                    sums[windows[i].text] += windows[i].weight * means[row]
+        # A weighted sum points where the weighted mean does: normalising is enough.
+        norms = np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+        vectors: Vector = (sums / norms).astype(np.float32)
+        return vectors

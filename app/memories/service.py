@@ -290,9 +290,9 @@ class MemoryService:
             text = fields.pop("text", None)
             if text is not None and text != memory.text:
                 memory = await self._builder.with_new_text(memory, text)
-            else:  # keep the stored vectors: the row is written back whole
-                stored = (await self._repo.get_memories([memory.id], with_vector=True))[0]
-                memory.vector, memory.line_vectors = stored.vector, stored.line_vectors
+            else:  # keep the stored vector: the row is written back whole
+                memory.vector = (await self._repo.get_memories(
+                    [memory.id], with_vector=True))[0].vector
             for name, value in fields.items():
                 setattr(memory, name, str(value) if name == "category" else value)
             if "importance" in fields:

@@ -109,9 +109,6 @@ class _Candidate:
     # The memory's stored vector, as the search returned it (`_newer_first` compares
     # candidates with each other); None if the search did not have it.
     stored: np.ndarray | None = None
-    # Each line's cosine with the question (the memory's line vectors, `_lines` order);
-    # None when the memory has none (one line, or a store or model without them).
-    line_cosines: list[float] | None = None
 
     @property
     def boost(self) -> float:
@@ -443,18 +440,7 @@ class RecallService:
         for hits in await asyncio.gather(*(self._repo.vector_search(vector, w, limit=_EXTRA,
                                                                     exact=True) for w in extra)):
             vector_hits += hits
-        found = _merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
-        # Each line's cosine with the question, for the packer's choice of a trimmed
-        # memory's lines (`_core`): from the line vectors stored with the memory, so no
-        # forward pass here.
-        lines = await self._repo.line_vectors([c.memory.id for c in found
-                                               if len(c.memory.msg_ids) > 1])
-        question = query_vector.astype(np.float32)
-        for c in found:
-            vectors = lines.get(c.memory.id)
-            if vectors is not None:
-                c.line_cosines = (vectors @ question).tolist()
-        return found
+        return _merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
 
     async def _exact_search(self, namespace: str) -> bool:
         """Scan a small namespace exhaustively even when the table has a vector index.
@@ -608,9 +594,8 @@ class RecallService:
                 # The matching lines are worked out only when they can be used: packed
                 # first (statements), or in place of a whole that does not fit.
                 core: list[_Unit] | None = None
-                near = _nearness(c, units)
                 if _one_speaker(units):
-                    core = self._core(fresh, matcher, whole=units, near=near)
+                    core = self._core(fresh, matcher, whole=units)
                     if not core:
                         self._passed_over(c, PassedOver.matched_lines_returned, 0)
                         continue  # its matching lines were returned by a better memory
@@ -624,7 +609,7 @@ class RecallService:
                 choice = core if core is not None and core_first else fresh
                 tokens = self._units_tokens(c.memory, units, choice)
                 if used + tokens > max_tokens and not core_first:
-                    core = core if core is not None else self._core(fresh, matcher, near=near)
+                    core = core if core is not None else self._core(fresh, matcher)
                     if len(core) < len(fresh):
                         choice = core
                         tokens = self._units_tokens(c.memory, units, choice)
@@ -692,8 +677,7 @@ class RecallService:
         return change
 
     def _core(self, units: list[_Unit], matcher: Coverage | None,
-              whole: list[_Unit] | None = None,
-              near: dict[_Unit, float] | None = None) -> list[_Unit]:
+              whole: list[_Unit] | None = None) -> list[_Unit]:
         """The lines that carry the memory's keyword match: at least `_FOCUS_RATIO`
         of its best line's share of the query terms.
 
@@ -711,16 +695,8 @@ class RecallService:
             return []
         if best <= 0 or len(units) < 2:
             return units  # matched as a whole (by meaning): no line stands out
-        # With line vectors (`near`), the closest other line by meaning is kept too: the
-        # question finds the memory by one fact and asks for another worded differently
-        # ("那个在深圳工作的人，年龄是多少？" / "我婶婶今年五十九岁").
-        core = [u for u, line_share in zip(units, shares, strict=True)
+        return [u for u, line_share in zip(units, shares, strict=True)
                 if line_share >= ratio * best]
-        if near and len(core) < len(units):
-            nearest = max((u for u in units if u not in core), key=lambda u: near.get(u, -1.0))
-            if nearest in near:
-                core = [u for u in units if u in core or u == nearest]
-        return core
 
     def _packed(self, c: _Candidate, units: list[_Unit], choice: list[_Unit], tokens: int,
                 part: int) -> _Packed:
@@ -846,15 +822,6 @@ def _merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
         when = c.memory.time_end or c.memory.time_start or c.memory.created_at
         c.when = _utc(when).timestamp() if when else 0.0
     return list(by_id.values())
-
-
-def _nearness(c: _Candidate, units: list[_Unit]) -> dict[_Unit, float] | None:
-    """Each line's cosine with the question, by unit, when the memory has line vectors for
-    exactly these lines."""
-    cosines = c.line_cosines
-    if cosines is None or len(cosines) != len(units) or len(units) < 2:
-        return None
-    return dict(zip(units, cosines, strict=True))
 
 
 def _newest(candidates: Sequence[_Candidate]) -> datetime | None:

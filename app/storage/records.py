@@ -129,12 +129,6 @@ class MemoryRecord(_Record):
     # Pinned by the client (migration 0006): always in the context, never compressed or
     # forgotten.
     pinned: bool = False
-    # One vector per line of `text.split("\n")` (migration 0007), flattened (lines × dim),
-    # from the same forward pass as `vector` ("late chunking": each line's tokens pooled in
-    # the whole text). None where the model gives none (one line, or a backend other than
-    # the torch e5): recall then chooses a trimmed memory's lines by keywords alone. Every
-    # write of `vector` writes these with it, or None: never another text's.
-    line_vectors: list[float] | None = None
 
 
 @dataclass

@@ -198,11 +198,6 @@ _SEARCH_COLUMNS = ("id", "namespace", "session_id", "text", "created_at", "time_
                    "importance", "tier", "state", "summary_of")
 
 
-# What a read leaves out unless it asks for vectors: the memory's and its lines' (~9 KB a
-# memory of six lines, read only by recall's packer, `line_vectors`, and by whole-row writes).
-_VECTOR_COLUMNS = ("vector", "line_vectors")
-
-
 def _search_record(row: dict[str, Any]) -> MemoryRecord:
     # The selected columns are all fields (no per-row field lookup as in `from_row`, which
     # costs ~1 ms per search); a null column takes the field default.
@@ -427,7 +422,7 @@ class Repository:
         limit: int | None = None,
     ) -> list[R]:
         query = self._tables[table].query().where(where)
-        query = query.select(columns or self._columns(table, exclude=_VECTOR_COLUMNS))
+        query = query.select(columns or self._columns(table, exclude=("vector",)))
         if limit is not None:
             query = query.limit(limit)
         rows = (await query.to_arrow()).to_pylist()
@@ -633,28 +628,9 @@ class Repository:
 
     async def get_memories(self, memory_ids: Sequence[str], *, with_vector: bool = False
                            ) -> list[MemoryRecord]:
-        columns = self._columns("memories", exclude=() if with_vector else _VECTOR_COLUMNS)
+        columns = self._columns("memories", exclude=() if with_vector else ("vector",))
         return await self._select("memories", MemoryRecord, sql_in("id", memory_ids),
                                   columns=columns)
-
-    async def line_vectors(self, memory_ids: Sequence[str]
-                           ) -> dict[str, np.ndarray[Any, np.dtype[np.float32]]]:
-        """The stored line vectors of these memories, (lines, dim) each; a memory without
-        any (or without the column) is left out."""
-        if not memory_ids or "line_vectors" not in self._schemas["memories"].names:
-            return {}
-        rows = await (self._tables["memories"].query()
-                      .where(f"{sql_in('id', memory_ids)} AND line_vectors IS NOT NULL")
-                      .select(["id", "line_vectors"]).to_arrow())
-        dim = self.embedding_dim
-        found: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
-        for memory_id, flat in zip(rows.column("id").to_pylist(),
-                                   rows.column("line_vectors").to_numpy(zero_copy_only=False),
-                                   strict=True):
-            values = np.asarray(flat, dtype=np.float32)
-            if values.size and values.size % dim == 0:
-                found[memory_id] = values.reshape(-1, dim)
-        return found
 
     async def session_memories(self, namespace: str, session_id: str) -> list[MemoryRecord]:
         where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
@@ -688,7 +664,7 @@ class Repository:
         filter of the listing applies exactly (the caller fuses the two rankings).
         """
         sql = where.to_sql()
-        columns = self._columns("memories", exclude=_VECTOR_COLUMNS)
+        columns = self._columns("memories", exclude=("vector",))
         near = await (
             self._tables["memories"].query().nearest_to(list(vector)).distance_type("cosine")
             .where(sql).bypass_vector_index().select([*columns, "_distance"]).limit(limit)
@@ -1092,7 +1068,7 @@ class Repository:
         return sorted(rows, key=lambda m: (m.session_id, m.seq))
 
     async def namespace_memories(self, namespace: str, *, with_vector: bool) -> list[MemoryRecord]:
-        columns = self._columns("memories", exclude=() if with_vector else _VECTOR_COLUMNS)
+        columns = self._columns("memories", exclude=() if with_vector else ("vector",))
         rows = await self._select("memories", MemoryRecord, f"namespace = {sql_str(namespace)}",
                                   columns=columns)
         return sorted(rows, key=lambda m: (m.session_id, m.start_seq, m.part))

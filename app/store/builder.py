@@ -26,7 +26,7 @@ import structlog
 from app.classify.analyzer import Analysis, analyze
 from app.classify.smalltalk import is_small_talk
 from app.config import Settings
-from app.embedding.pool import EmbeddingPool, flat
+from app.embedding.pool import EmbeddingPool
 from app.memories.lifecycle import pin_event
 from app.ops.metrics import Metrics
 from app.recall.newer import mark_superseded
@@ -292,9 +292,9 @@ class MemoryBuilder:
     async def with_new_text(self, memory: MemoryRecord, text: str) -> MemoryRecord:
         """A copy of `memory` carrying an edited text: re-analysed and re-embedded."""
         analysis = await asyncio.to_thread(analyze, text)
-        vectors, lines = await self._pool.embed_with_lines([text])
+        vector = (await self._pool.embed_many([text]))[0]
         return dataclasses.replace(
-            memory, text=text, vector=vectors[0].tolist(), line_vectors=flat(lines[0]),
+            memory, text=text, vector=vector.tolist(),
             content_hash=text_hash(text, memory.msg_ids),
             entities=json.dumps(analysis.entities.to_dict(), ensure_ascii=False),
             subtopics=list(analysis.subtopics), language=language_of(text),
@@ -418,17 +418,15 @@ class MemoryBuilder:
         # Analysis is CPU-bound Python (regexes, jieba): keep it off the event loop, let it
         # overlap with the embedding forward passes, and step aside for recalls between texts.
         analyses_task = asyncio.create_task(self._pool.recall_first.each_in_thread(analyze, texts))
-        vectors, lines = await self._pool.embed_with_lines(texts)
+        vectors = await self._pool.embed_many(texts)
         analyses = await analyses_task
         now = datetime.now(UTC)
-        records = []
-        for (mid, chunk, text, digest), analysis, vector, line_vectors in zip(
-                todo, analyses, vectors, lines, strict=True):
-            record = self._record(namespace, session_id, mid, chunk, text, digest, analysis,
-                                  vector.tolist(), existing.get(mid), now)
-            record.line_vectors = flat(line_vectors)
-            records.append(record)
-        return records
+        return [
+            self._record(namespace, session_id, mid, chunk, text, digest, analysis,
+                         vector.tolist(), existing.get(mid), now)
+            for (mid, chunk, text, digest), analysis, vector in zip(
+                todo, analyses, vectors, strict=True)
+        ]
 
     def _record(
         self, namespace: str, session_id: str, mid: str, chunk: Chunk, text: str, digest: str,

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.compression.service import summary_id
 from app.config import Settings
-from app.embedding.pool import EmbeddingPool, flat
+from app.embedding.pool import EmbeddingPool
 from app.errors import BadRequest, PayloadTooLarge
 from app.locks import NamespaceLocks
 from app.storage.records import (
@@ -63,10 +63,6 @@ _EVENT_TAIL = re.compile(r"^[a-z_]{1,32}(:[A-Za-z0-9_-]{1,64}){0,2}$")
 
 def _line(kind: str, record: Any) -> bytes:
     data = dataclasses.asdict(record)
-    # Line vectors stay out of the file (~9 KB a memory, not part of the format): an
-    # imported memory has none until it is embedded again, and recall then chooses its
-    # lines by keywords, as for any memory without them.
-    data.pop("line_vectors", None)
     return json.dumps({"type": kind, "data": data}, ensure_ascii=False, default=_json_default
                       ).encode() + b"\n"
 
@@ -134,10 +130,9 @@ class TransferService:
             stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
                      or plan.header.embedding_model != self._pool.name]
             if stale:
-                vectors, lines = await self._pool.embed_with_lines([m.text for m in stale])
-                for memory, vector, line_vectors in zip(stale, vectors, lines, strict=True):
+                vectors = await self._pool.embed_many([m.text for m in stale])
+                for memory, vector in zip(stale, vectors, strict=True):
                     memory.vector, memory.embedding_model = vector.tolist(), self._pool.name
-                    memory.line_vectors = flat(line_vectors)
             # The raw-log lock too: a wait=false store holds only that one, and appends the
             # rows it read as absent (Repository.store_messages). What the target's raw log
             # holds of the file's sessions is read under it, so no store slips in between.
