@@ -1,9 +1,11 @@
 """Where a small append's time goes (issue 14): one process, the real app, model and LanceDB.
 
 Stores a 20-message session, then `--appends` 2-message appends into another session with
-`wait=true`, then as many with `wait=false` (each followed by its background build), and
-prints, per append, the wall time of the request and of every awaited step: repository
-calls (each a LanceDB query or a group commit), the embedding pool, the builder's stages.
+`wait=true`, then as many with `wait=false` (each followed by its background build; with
+`--back-to-back` as many again, each sent as soon as the last is acknowledged, as
+bench/load.py does), and prints, per append, the wall time of the request and of every
+awaited step: repository calls (each a LanceDB query or a group commit; `TableWriter.write`
+is its wait in the writer's queue and its commit), the embedding pool, the builder's stages.
 Steps overlap (reads run at once, commits are awaited by several callers), so the rows do
 not add up to the request; they say which steps there are, how many, and what each costs.
 
@@ -85,6 +87,7 @@ def instrument() -> None:
     for name in ("build_session", "_echoes", "_records"):
         timed(MemoryBuilder, name)
     timed(TableWriter, "_commit")
+    timed(TableWriter, "write")  # queued + committed, in the caller's phase
     for name in ("store", "_write_raw_log"):  # REQUEST minus store: HTTP, validation, auth
         timed(StoreService, name)
 
@@ -100,8 +103,8 @@ def report(mode: str, appends: int, *, what: str = "2-message appends") -> None:
 
 
 async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
-              conversations: int = 1, profile: str = "", busy: tuple[int, int] = (0, 0)
-              ) -> None:
+              conversations: int = 1, profile: str = "", busy: tuple[int, int] = (0, 0),
+              back_to_back: bool = False) -> None:
     settings = make_settings(data_dir, compression_enabled=False, embedding_threads=threads,
                              log_level="WARNING")
     # The configured model (ENGRAM_EMBEDDING_MODEL; empty: the default), as the server loads it.
@@ -133,7 +136,10 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                 namespace = await ingest(post, store, *busy)
             await post("seed", chat_messages(rng, 20, id_prefix="seed-"), True,
                        namespace=namespace)
-            for mode, wait in (("wait=true", True), ("wait=false", False)):
+            modes = [("wait=true", True), ("wait=false", False)]
+            if back_to_back:
+                modes.append(("wait=false back to back", False))
+            for mode, wait in modes:
                 for i in range(appends + 3):  # the first 3 warm up
                     if i == 3:
                         spans.clear()
@@ -142,11 +148,13 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                     await post(f"append-{wait}", chat_messages(rng, 2, id_prefix=f"{mode}{i}-"),
                                wait, namespace=namespace)
                     spans[f"{phase.get()}REQUEST"].append(1000 * (time.perf_counter() - started))
-                    if not wait:
+                    if not wait and "back" not in mode:
                         started = time.perf_counter()
                         await store.idle()
                         spans["build: background build (until idle)"].append(
                             1000 * (time.perf_counter() - started))
+                if not wait:
+                    await store.idle()
                 report(mode, appends)
     await pool.close()
 
@@ -225,6 +233,10 @@ def main() -> None:
     parser.add_argument("--busy", default="0,0", metavar="TENANTS,SESSIONS",
                         help="first store TENANTS x SESSIONS sessions of 20 messages at once "
                              "(as bench/load.py's ingest), then append into one of them")
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="then as many wait=false appends again, each sent as soon as the "
+                        "last is acknowledged (as bench/load.py's append phase: each ack "
+                        "competes with the builds of the previous ones)")
     parser.add_argument("--data-dir", default="", help="keep the store here (default: a "
                         "temporary directory, removed after)")
     args = parser.parse_args()
@@ -234,7 +246,7 @@ def main() -> None:
         asyncio.run(run(args.appends, Path(args.data_dir or tmp), threads=args.threads,
                         locomo=args.locomo,
                         conversations=args.conversations, profile=args.profile,
-                        busy=(tenants, sessions)))
+                        busy=(tenants, sessions), back_to_back=args.back_to_back))
 
 
 if __name__ == "__main__":

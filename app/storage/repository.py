@@ -370,7 +370,8 @@ class Repository:
         skip = set(exclude)
         return [n for n in self._schemas[table].names if n not in skip]
 
-    async def _upsert(self, table: str, key: str, records: Sequence[_Record]) -> None:
+    async def _upsert(self, table: str, key: str, records: Sequence[_Record], *,
+                      first: bool = False) -> None:
         if not records:
             return
         data = self._arrow(table, records)
@@ -381,7 +382,8 @@ class Repository:
             change = LogChange(rows=tuple(records))  # type: ignore[arg-type]
         # A stored row of another namespace with the same key is never overwritten (keys
         # derived from the namespace cannot match one; this holds whatever a caller passes).
-        await self._write(table, Upsert(key, data, change=change, same_namespace=True))
+        await self._write(table, Upsert(key, data, change=change, same_namespace=True),
+                          first=first)
 
     async def _insert_new(self, table: str, key: str, records: Sequence[_Record]) -> None:
         """Insert rows whose key is not stored yet; existing keys are left as they are."""
@@ -407,15 +409,16 @@ class Repository:
         session = self.lancedb_session
         return float(session.size_bytes) if session is not None else 0.0
 
-    async def _write(self, table: str, write: Write) -> Any:
+    async def _write(self, table: str, write: Write, *, first: bool = False) -> Any:
         """Commit `write` with the other pending writes of `table` (writer.py); its result.
+        `first`: a store's acknowledgement, committed before queued writes that are not.
 
         Raises:
             LeaseLost: the write is made under a namespace lease this server no longer holds
                 (leases.py, fencing); nothing is committed.
         """
         await check_fences()
-        return await self.writers[table].write(write)
+        return await self.writers[table].write(write, first=first)
 
     async def _select(
         self, table: str, cls: type[R], where: str, *, columns: list[str] | None = None,
@@ -535,8 +538,9 @@ class Repository:
             cache.put(namespace, session_id, version, rows)
         return sorted(rows, key=lambda m: m.seq)
 
-    async def upsert_messages(self, messages: Sequence[MessageRecord]) -> None:
-        await self._upsert("messages", "key", messages)
+    async def upsert_messages(self, messages: Sequence[MessageRecord], *,
+                              first: bool = False) -> None:
+        await self._upsert("messages", "key", messages, first=first)
 
     async def store_messages(self, new: Sequence[MessageRecord],
                              changed: Sequence[MessageRecord]) -> None:
@@ -547,12 +551,15 @@ class Repository:
         Only new rows: appended, no merge (the small-append case). Any changed row: all in
         one merge, as is every write when reads may lag behind other processes' commits
         (then absent-when-read does not prove absent-when-written).
+
+        The store's acknowledgement: committed before the queued writes that are not one
+        (writer.py), e.g. builds marking messages done.
         """
         if changed or not self._reads_see_every_write:
-            await self.upsert_messages([*new, *changed])
+            await self.upsert_messages([*new, *changed], first=True)
         elif new:
             await self._write("messages", Append(self._arrow("messages", new),
-                                                 change=LogChange(rows=tuple(new))))
+                                                 change=LogChange(rows=tuple(new))), first=True)
 
     async def mark_messages_done(self, messages: Sequence[MessageRecord]) -> None:
         """Mark these messages built, each only if its stored content is still the one built.
@@ -1012,8 +1019,10 @@ class Repository:
     # --- jobs --------------------------------------------------------------------------
 
     async def add_job(self, job: JobRecord) -> None:
-        """Write a new job (its id is fresh: appended, no merge on the key)."""
-        await self._write("jobs", Append(self._arrow("jobs", [job])))
+        """Write a new job (its id is fresh: appended, no merge on the key); part of a
+        `wait=false` store's acknowledgement, so committed before queued writes that are not
+        (writer.py), e.g. builds marking their jobs done."""
+        await self._write("jobs", Append(self._arrow("jobs", [job])), first=True)
 
     async def upsert_jobs(self, jobs: Sequence[JobRecord]) -> None:
         await self._upsert("jobs", "id", jobs)

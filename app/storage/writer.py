@@ -21,6 +21,17 @@ member by member, so one caller's bad rows never fail another's. A commit confli
 another process (two servers on one data directory) is retried with a short backoff before
 anyone sees it. Two members upserting the same key never share a batch (a merge source
 with a repeated key is ambiguous); the later one waits for the next batch.
+
+Acknowledgements first: a write passed with `first=True` (a store's raw-log rows and its job,
+the point where a store call is answered) is committed before the queued writes that are
+not, so an acknowledgement waits at most for the commit under way, not behind builds'
+marking messages done, jobs finished or a compaction queued before it. It combines only with
+other such writes (a build's big write would make its commit longer). Order between
+unrelated writes was never FIFO here (writes of one kind already combine past others); what
+must stay ordered is ordered by the callers, who await each write before the next, or hold
+the raw-log lock while they write (every writer of raw-log rows does), and an
+acknowledgement never passes an older write of one of its own keys. A write that is not
+`first` is passed over by at most `_MAX_PASSED_OVER` such commits in a row, then goes.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ log = structlog.get_logger(__name__)
 _CONFLICT_MARKERS = ("commit conflict", "too many concurrent writers", "retryable")
 # Backoff before each retry of a conflicting commit, seconds (with up to 50 % jitter).
 _CONFLICT_BACKOFF = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+# Commits of `first` writes in a row while an older write waits; then the older one goes.
+_MAX_PASSED_OVER = 4
 
 
 def is_commit_conflict(error: BaseException) -> bool:
@@ -101,6 +114,7 @@ Write = Upsert | Append | Delete | Update | Alone
 @dataclass
 class _Pending:
     write: Write
+    first: bool = False  # an acknowledgement: committed before queued writes that are not
     done: asyncio.Future[Any] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
 
@@ -135,6 +149,7 @@ class TableWriter:
         self.commits = 0
         self.writes = 0
         self.conflict_retries = 0
+        self._passed_over = 0  # commits of `first` writes in a row that passed an older one
 
     @property
     def pending_writes(self) -> int:
@@ -144,9 +159,12 @@ class TableWriter:
     def pending_rows(self) -> int:
         return sum(_rows(p.write) for p in self._queue)
 
-    async def write(self, write: Write) -> Any:
-        """Queue `write`, wait for the commit that carries it; its result or its error."""
-        pending = _Pending(write)
+    async def write(self, write: Write, *, first: bool = False) -> Any:
+        """Queue `write`, wait for the commit that carries it; its result or its error.
+
+        `first`: an acknowledgement, committed before queued writes that are not (the
+        module docstring)."""
+        pending = _Pending(write, first)
         self._queue.append(pending)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name=f"writer-{self.name}")
@@ -159,15 +177,18 @@ class TableWriter:
             await self._commit_batch(batch)
 
     def _take_batch(self) -> list[_Pending]:
-        """The oldest write and every queued write that combines with it."""
-        first = self._queue[0]
+        """The write that goes next (`_lead`) and every queued write that combines with it:
+        a `first` one only with other `first` ones."""
+        first = self._lead()
         kind = _kind(first.write)
         batch = [first]
         rows = _rows(first.write)
         keys: set[Any] = set(_keys(first.write))
         if kind is not None:
-            for pending in self._queue[1:]:
-                if _kind(pending.write) != kind:
+            for pending in self._queue:
+                if pending is first or _kind(pending.write) != kind:
+                    continue
+                if first.first and not pending.first:
                     continue
                 more = _rows(pending.write)
                 if rows + more > self._max_batch_rows:
@@ -181,6 +202,23 @@ class TableWriter:
         taken = {id(p) for p in batch}
         self._queue = [p for p in self._queue if id(p) not in taken]
         return batch
+
+    def _lead(self) -> _Pending:
+        """The oldest `first` write, unless it would pass an older write of one of its keys
+        or older writes were passed over `_MAX_PASSED_OVER` times in a row; else the oldest."""
+        oldest = self._queue[0]
+        ack = next((p for p in self._queue if p.first), None)
+        if ack is None or ack is oldest:
+            self._passed_over = 0
+            return oldest
+        its_keys = set(_keys(ack.write))
+        older = self._queue[:self._queue.index(ack)]
+        if self._passed_over >= _MAX_PASSED_OVER or (
+                its_keys and any(its_keys.intersection(_keys(p.write)) for p in older)):
+            self._passed_over = 0
+            return oldest
+        self._passed_over += 1
+        return ack
 
     async def _commit_batch(self, batch: list[_Pending]) -> None:
         try:
