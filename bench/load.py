@@ -128,6 +128,8 @@ def memory_gauges(text: str) -> Json:
         if line.startswith("engram_memory_held{"):
             name = line.split('what="', 1)[1].split('"', 1)[0]
             found[name] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("engram_namespace_cache_loads "):
+            found["namespace_cache_loads"] = float(line.rsplit(" ", 1)[1])
     return found
 
 
@@ -137,6 +139,8 @@ def memory_gauges(text: str) -> Json:
 _WAITS = {"recall_in_server": ("engram_recall_seconds_bucket", ""),
           **{f"stage_{stage}": ("engram_recall_stage_seconds_bucket", f'stage="{stage}"')
              for stage in ("read", "search", "order", "pack")},
+          **{f"search_{step}": ("engram_recall_search_seconds_bucket", f'step="{step}"')
+             for step in ("keyword", "vector_ready", "vector", "keyword_left", "extra")},
           "question_vector_wait": ("engram_embedding_wait_seconds_bucket", 'lane="query"'),
           "question_encoding": ("engram_embedding_batch_seconds_bucket", 'kind="query"'),
           "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", ""),
