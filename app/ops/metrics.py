@@ -28,6 +28,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 NAMESPACE_LABEL = "namespace"
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
+# Finer, for the steps of a recall's search (tens of ms each).
+_STEP_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.125,
+                 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 1, 2, 5)
 
 
 class Metrics:
@@ -59,7 +62,7 @@ class Metrics:
         # and the namespace copies (re)loaded from LanceDB (namespace_cache.py).
         self.recall_search = Histogram("engram_recall_search_seconds",
                                        "Recall search time per step", ["step"],
-                                       buckets=_LATENCY_BUCKETS, registry=r)
+                                       buckets=_STEP_BUCKETS, registry=r)
         self.store_stage = Histogram("engram_store_stage_seconds", "Store time per stage",
                                      ["stage"], buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_batch = Histogram("engram_embedding_batch_size", "Texts per forward pass",
