@@ -118,11 +118,6 @@ class Settings(BaseSettings):
     # compression threads) run this much nicer than the server (Linux; app/ops/priority.py),
     # so the kernel gives recall's threads the CPU first. 0: the same priority.
     build_niceness: int = Field(default=10, ge=0, le=19)
-    # The interpreter's GIL switch interval (sys.setswitchinterval), set at start: how long
-    # a thread that wants the GIL back (a question's forward pass, between two torch ops)
-    # waits for a thread running Python (a build's analysis) before asking it to drop it.
-    # Python's default is 5 ms (app/ops/priority.py).
-    gil_switch_interval_ms: float = Field(default=5.0, gt=0, le=100)
 
     # --- store ---------------------------------------------------------------------------
     chunk_max_turns: int = Field(default=6, ge=1, le=50)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -71,7 +70,6 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         # From here `asyncio.to_thread` work (builds' analysis, compression) runs on threads
         # the kernel puts behind recall's (app/ops/priority.py).
         lower_default_executor(settings.build_niceness)
-        sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
         repo = await Repository.open(settings, embedding_dim=embedding.dim)
         await ensure_model_matches(repo, embedding, reembed=settings.reembed_on_model_change)
         locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds,
