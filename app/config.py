@@ -145,9 +145,11 @@ class Settings(BaseSettings):
     namespace_cache_max_namespace_rows: int = Field(default=20_000, ge=0)
     # LanceDB's own caches in this process (its `Session`): opened index files and table
     # metadata (manifests, fragment and deletion files). LanceDB's defaults, 6 GB and 1 GB,
-    # are caps far above this service's working set; these bound the server's memory.
-    lancedb_index_cache_mb: int = Field(default=256, ge=1)
-    lancedb_metadata_cache_mb: int = Field(default=128, ge=1)
+    # are caps far above this service's working set; these bound the server's memory. A
+    # recall over 100k memories keeps ~16 MB in them; what fills them during a long ingest
+    # is mostly older versions' entries (docs/benchmarks.md §21).
+    lancedb_index_cache_mb: int = Field(default=64, ge=1)
+    lancedb_metadata_cache_mb: int = Field(default=32, ge=1)
     # glibc malloc arenas of the server process (app/ops/malloc.py); 0: glibc's default
     # (8 per core). MALLOC_ARENA_MAX in the environment takes precedence.
     malloc_arena_max: int = Field(default=2, ge=0, le=64)

@@ -95,6 +95,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         metrics.watch_memory({**repo.memory_held(), "hit_buffer_ids": lambda: hits.pending,
                               "store_queue_sessions": lambda: store.queued_sessions,
                               "namespace_locks": lambda: locks.known})
+        metrics.namespace_loads.set_function(lambda: float(repo.namespace_cache.loads))
         app.state.engram = AppState(
             settings=settings, repo=repo, pool=embedding, locks=locks, builder=builder,
             store=store, memories=MemoryService(repo, builder, locks, settings,

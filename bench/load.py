@@ -128,6 +128,8 @@ def memory_gauges(text: str) -> Json:
         if line.startswith("engram_memory_held{"):
             name = line.split('what="', 1)[1].split('"', 1)[0]
             found[name] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("engram_namespace_cache_loads "):
+            found["namespace_cache_loads"] = float(line.rsplit(" ", 1)[1])
     return found
 
 
@@ -137,6 +139,8 @@ def memory_gauges(text: str) -> Json:
 _WAITS = {"recall_in_server": ("engram_recall_seconds_bucket", ""),
           **{f"stage_{stage}": ("engram_recall_stage_seconds_bucket", f'stage="{stage}"')
              for stage in ("read", "search", "order", "pack")},
+          **{f"search_{step}": ("engram_recall_search_seconds_bucket", f'step="{step}"')
+             for step in ("keyword", "vector_ready", "vector", "keyword_left", "extra")},
           "question_vector_wait": ("engram_embedding_wait_seconds_bucket", 'lane="query"'),
           "question_encoding": ("engram_embedding_batch_seconds_bucket", 'kind="query"'),
           "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", ""),
@@ -207,12 +211,16 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
                 sent[(namespace, f"seed-{s}")] = {m["msg_id"] for m in msgs}
 
         # 1. idle recall
+        scraped = histogram_buckets((await client.get("/metrics")).text)
         idle = await asyncio.gather(*(
             recall_loop(client, ns, random.Random(i), count=args.idle_recalls, until=None)
             for i, ns in enumerate(recall_namespaces)))
         idle_latencies = [x for lat, _, _ in idle for x in lat]
         result["recall_idle"] = stats(idle_latencies)
         result["recall_idle_outside_service"] = stats([x for _, _, out in idle for x in out])
+        result["recall_idle_server"] = {
+            k: v for k, v in bucket_quantiles(scraped, histogram_buckets(
+                (await client.get("/metrics")).text)).items() if not k.startswith("store_")}
         progress(result)
 
         # 2. ingest with recalls running
@@ -338,6 +346,7 @@ def report(result: Json) -> str:
         f"recall time outside the recall service (HTTP, loop waits): idle "
         f"{result.get('recall_idle_outside_service')}; during ingest "
         f"{result.get('recall_during_ingest_outside_service')}",
+        f"recall idle, server histograms: {result.get('recall_idle_server')}",
         f"recall during ingest, server histograms: {result.get('recall_during_ingest_server')}",
         f"RSS at idle start: {result['rss_idle_start_kib']} KiB",
         f"RSS after ingest: {result['rss_after_ingest_kib']} KiB",

@@ -51,6 +51,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from app.config import Settings  # noqa: E402
 from app.main import create_app  # noqa: E402
+from app.ops.metrics import resident_bytes  # noqa: E402
 from app.storage.records import MemoryRecord  # noqa: E402
 from app.storage.repository import Repository  # noqa: E402
 from bench.locomo import setting_overrides  # noqa: E402
@@ -301,6 +302,11 @@ async def measure(total: int, args: argparse.Namespace, stages: Stages | None) -
         cache = getattr(app.state.engram.repo, "namespace_cache", None)
         if cache is not None:
             print(f"  namespace copies loaded: {cache.loads}", file=sys.stderr)
+        session = app.state.engram.repo.lancedb_session
+        print(f"  LanceDB caches held {session.size_bytes / 2**20:.1f} MiB "
+              f"(caps {settings.lancedb_index_cache_mb} + "
+              f"{settings.lancedb_metadata_cache_mb} MiB); RSS "
+              f"{resident_bytes() / 2**20:.0f} MiB", file=sys.stderr)
     if not args.keep and not args.data_dir:
         shutil.rmtree(data_dir, ignore_errors=True)
     target = int(total * args.share)

@@ -28,6 +28,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 NAMESPACE_LABEL = "namespace"
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
+# Finer, for the steps of a recall's search (tens of ms each).
+_STEP_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.125,
+                 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 1, 2, 5)
 
 
 class Metrics:
@@ -53,6 +56,13 @@ class Metrics:
         # write (with the build's reads for wait=true), the build's own reads (background
         # builds), the firewall search, analysis and embedding, the memories write, the
         # superseded search and events, the raw log marked done with the ledger, the jobs.
+        # Inside the search stage (RecallService._search): the keyword search (with the
+        # namespace copy's check or load), the vector search once the question's vector is
+        # there, what is left of the keyword search then, the extra (date, session) searches;
+        # and the namespace copies (re)loaded from LanceDB (namespace_cache.py).
+        self.recall_search = Histogram("engram_recall_search_seconds",
+                                       "Recall search time per step", ["step"],
+                                       buckets=_STEP_BUCKETS, registry=r)
         self.store_stage = Histogram("engram_store_stage_seconds", "Store time per stage",
                                      ["stage"], buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_batch = Histogram("engram_embedding_batch_size", "Texts per forward pass",
@@ -87,6 +97,10 @@ class Metrics:
         self.memory_held = Gauge("engram_memory_held", "What the server holds in memory "
                                  "(rows, bytes, queued items), all namespaces together",
                                  ["what"], registry=r)
+        # Namespace copies loaded from LanceDB since the start (namespace_cache.py): a recall
+        # whose copy was dropped waits for the load.
+        self.namespace_loads = Gauge("engram_namespace_cache_loads",
+                                     "Namespace copies loaded since the start", registry=r)
         self.background_runs = Counter("engram_background_runs_total", "Background job runs",
                                        ["job", "outcome"], registry=r)
 

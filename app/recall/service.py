@@ -59,6 +59,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -414,14 +415,29 @@ class RecallService:
         limit = CANDIDATES
         # The keyword search needs no vector: it runs while the query is being embedded,
         # and the vector search starts the moment the embedding is there.
-        keyword = asyncio.create_task(self._repo.text_search(text, where, limit=limit))
+        step = self._metrics.recall_search if self._metrics is not None else None
+        started = time.perf_counter()
+
+        async def keyword_search() -> tuple[list[SearchHit], Any]:
+            found = await self._repo.text_search(text, where, limit=limit)
+            if step is not None:
+                step.labels("keyword").observe(time.perf_counter() - started)
+            return found
+
+        keyword = asyncio.create_task(keyword_search())
         try:
             query_vector, exact = await asyncio.gather(
                 self._pool.embed_query(text), self._exact_search(request.namespace))
             vector = query_vector.tolist()
+            at = time.perf_counter()
             vector_hits = list(await self._repo.vector_search(vector, where, limit=limit,
                                                               exact=exact))
+            done = time.perf_counter()
             keyword_hits, keyword_vectors = await keyword
+            if step is not None:
+                step.labels("vector_ready").observe(at - started)
+                step.labels("vector").observe(done - at)
+                step.labels("keyword_left").observe(time.perf_counter() - done)
         finally:
             if not keyword.done():
                 keyword.cancel()
@@ -437,9 +453,12 @@ class RecallService:
         for session_id in sorted(favoured):
             if request.session_id is None or request.session_id == session_id:
                 extra.append(replace(where, session_id=session_id))
+        at = time.perf_counter()
         for hits in await asyncio.gather(*(self._repo.vector_search(vector, w, limit=_EXTRA,
                                                                     exact=True) for w in extra)):
             vector_hits += hits
+        if step is not None and extra:
+            step.labels("extra").observe(time.perf_counter() - at)
         return _merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
 
     async def _exact_search(self, namespace: str) -> bool:

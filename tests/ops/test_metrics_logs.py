@@ -26,13 +26,25 @@ class TestMetrics:
             self, client: Any) -> None:
         text = await metrics_after_bilingual_use(client)
         held = metric_by_label(text, "engram_memory_held", "what")
-        # LanceDB's caches, within their caps (256 + 128 MB by default).
-        assert 0 < held["lancedb_cache_bytes"] <= (256 + 128) * 2**20
+        # LanceDB's caches, within their caps (64 + 32 MB by default).
+        assert 0 < held["lancedb_cache_bytes"] <= (64 + 32) * 2**20
         # Each recall's question waited for its vector (the query lane), each store's chunks
         # for theirs (a recall may also embed a second text: at least one wait each).
         waits = metric_by_label(text, "engram_embedding_wait_seconds_count", "lane")
         assert waits["query"] >= 2 and waits["passage"] >= 2, waits
         assert "engram_event_loop_lag_seconds_count" in text
+
+    async def test_recall_search_steps_are_reported(self, client: Any) -> None:
+        """Where a recall's search stage goes (one English, one Chinese recall): the keyword
+        search, the wait for the question's vector, the vector search and what is left of the
+        keyword search then, each once per searched part; and the namespace copies loaded."""
+        text = await metrics_after_bilingual_use(client)
+        steps = metric_by_label(text, "engram_recall_search_seconds_count", "step")
+        for step in ("keyword", "vector_ready", "vector", "keyword_left"):
+            assert steps.get(step, 0) >= 2, (step, steps)
+        loads = [line for line in text.splitlines()
+                 if line.startswith("engram_namespace_cache_loads ")]
+        assert loads and float(loads[0].rsplit(" ", 1)[1]) >= 1, loads
 
     async def test_store_stages_are_reported(self, client: Any) -> None:
         """Where a store's time goes: each stage of a waiting store (two, one English and
