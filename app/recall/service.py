@@ -81,12 +81,13 @@ from app.recall.schemas import (
 )
 from app.recall.text import Coverage, QueryTerms, has_cjk, in_another_script, query_terms
 from app.recall.when import TimeHint, find_time_hint, strip_phrase
+from app.scripts import HAN
 from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository, SearchFilter, SearchHit
 
 _ROLE_LINE = re.compile(r"\n(?=(?:user|assistant|system|tool): )")
 # A speaker's name opening a message: up to three words (or a CJK name) and a colon.
-_NAME_LABEL = re.compile(r"([^\W\d_][\w.'-]*(?: [\w.'-]+){0,2}|[\u3400-\u9fff]{1,8})(?:: |：)")
+_NAME_LABEL = re.compile(rf"([^\W\d_][\w.'-]*(?: [\w.'-]+){{0,2}}|[{HAN}]{{1,8}})(?:: |：)")
 _SECONDS_PER_DAY = 86_400.0
 
 
@@ -922,7 +923,7 @@ def _names_in(name: str, query: str) -> bool:
 
 
 # A word character that is not CJK: what a Latin name must not touch to be a whole word.
-_LATIN_WORD = r"[^\W\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]"
+_LATIN_WORD = rf"[^\W\u3040-\u30ff{HAN}\uac00-\ud7af]"  # kana, Han, hangul excluded
 
 
 def _one_speaker(units: Sequence[_Unit]) -> bool:
