@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     # metadata (manifests, fragment and deletion files). LanceDB's defaults, 6 GB and 1 GB,
     # are caps far above this service's working set; these bound the server's memory. A
     # recall over 100k memories keeps ~16 MB in them; what fills them during a long ingest
-    # is mostly older versions' entries (docs/benchmarks.md §21).
+    # is mostly older versions' entries (docs/benchmarks.md §24).
     lancedb_index_cache_mb: int = Field(default=64, ge=1)
     lancedb_metadata_cache_mb: int = Field(default=32, ge=1)
     # glibc malloc arenas of the server process (app/ops/malloc.py); 0: glibc's default
