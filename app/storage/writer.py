@@ -117,6 +117,11 @@ class _Pending:
     first: bool = False  # an acknowledgement: committed before queued writes that are not
     done: asyncio.Future[Any] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
+    # The keys it upserts, read once: batching and passing compare them on every commit.
+    keys: frozenset[Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = frozenset(_keys(self.write))
 
 
 # Runs one commit: (the combined writes' cache change, the commit itself) -> its result.
@@ -179,24 +184,23 @@ class TableWriter:
     def _take_batch(self) -> list[_Pending]:
         """The write that goes next (`_lead`) and every queued write that combines with it:
         a `first` one only with other `first` ones."""
-        first = self._lead()
-        kind = _kind(first.write)
-        batch = [first]
-        rows = _rows(first.write)
-        keys: set[Any] = set(_keys(first.write))
+        lead = self._lead()
+        kind = _kind(lead.write)
+        batch = [lead]
+        rows = _rows(lead.write)
+        keys: set[Any] = set(lead.keys)
         if kind is not None:
             for pending in self._queue:
-                if pending is first or _kind(pending.write) != kind:
+                if pending is lead or _kind(pending.write) != kind:
                     continue
-                if first.first and not pending.first:
+                if lead.first and not pending.first:
                     continue
                 more = _rows(pending.write)
                 if rows + more > self._max_batch_rows:
                     break
-                its_keys = _keys(pending.write)
-                if keys.intersection(its_keys):
+                if not keys.isdisjoint(pending.keys):
                     continue  # same key twice in one merge: leave it for the next batch
-                keys.update(its_keys)
+                keys.update(pending.keys)
                 rows += more
                 batch.append(pending)
         taken = {id(p) for p in batch}
@@ -211,10 +215,9 @@ class TableWriter:
         if ack is None or ack is oldest:
             self._passed_over = 0
             return oldest
-        its_keys = set(_keys(ack.write))
         older = self._queue[:self._queue.index(ack)]
-        if self._passed_over >= _MAX_PASSED_OVER or (
-                its_keys and any(its_keys.intersection(_keys(p.write)) for p in older)):
+        if self._passed_over >= _MAX_PASSED_OVER or any(
+                not ack.keys.isdisjoint(p.keys) for p in older):
             self._passed_over = 0
             return oldest
         self._passed_over += 1
