@@ -1,6 +1,6 @@
 """One definition of Chinese characters (app/scripts.py), shared by every text feature."""
 
-from app.recall.text import has_cjk
+from app.recall.text import in_another_script, query_terms
 from app.scripts import HAN_RUN, has_han
 from app.store.builder import language_of
 
@@ -17,6 +17,8 @@ def test_runs_split_mixed_text_where_the_script_changes() -> None:
 
 
 def test_modules_agree_on_what_is_chinese() -> None:
+    chinese_question = query_terms("火锅")
     for text in ("火锅", "hotpot", "吃hotpot", "ソース", "㐀"):
-        assert has_cjk(text) == has_han(text)
+        # recall: a text without Han characters is in another script than a Chinese question
+        assert in_another_script(chinese_question, text) == (not has_han(text))
         assert language_of(text) == ("zh" if has_han(text) else "en")

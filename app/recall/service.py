@@ -79,9 +79,9 @@ from app.recall.schemas import (
     ScoreParts,
     TimeWindow,
 )
-from app.recall.text import Coverage, QueryTerms, has_cjk, in_another_script, query_terms
+from app.recall.text import Coverage, QueryTerms, in_another_script, query_terms
 from app.recall.when import TimeHint, find_time_hint, strip_phrase
-from app.scripts import HAN
+from app.scripts import HAN, has_han
 from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository, SearchFilter, SearchHit
 
@@ -237,7 +237,7 @@ class RecallService:
 
         language = request.language
         if language == BlockLanguage.auto:
-            language = BlockLanguage.zh if has_cjk(request.query) else BlockLanguage.en
+            language = BlockLanguage.zh if has_han(request.query) else BlockLanguage.en
         block, frame = render_block(packed, language=language)
         block_tokens = self._tokens.block(block, frame, [p.text for p in packed],
                                           [p.tokens for p in packed])
@@ -341,7 +341,7 @@ class RecallService:
             found = await self._search(request, part, hint=hint, favoured=favoured)
             unknown = self._pool.unknown_share(part)
             return found, self._score(found, request, parsed, terms=part_terms,
-                                      chinese=has_cjk(part), unknown=unknown, hint=hint,
+                                      chinese=has_han(part), unknown=unknown, hint=hint,
                                       favoured=favoured)
 
         results = await asyncio.gather(*(one(part, t) for part, t in parts))
@@ -524,7 +524,7 @@ class RecallService:
         reference = _utc(request.as_of) if request.as_of else _newest(candidates)
         about_question = parsed.reference is not None and parsed.reference.about_question
         for c, cover in zip(candidates, covered, strict=True):
-            floor, ceiling = bands[chinese and has_cjk(c.memory.text)]
+            floor, ceiling = bands[chinese and has_han(c.memory.text)]
             c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
             rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
             c.keyword = 0.5 * cover + 0.5 * rank_part
@@ -911,10 +911,10 @@ def _names_in(name: str, query: str) -> bool:
     林阿杰, "娜娜" names 欧阳娜娜); one of two characters only whole (its given name is one
     character, too short to tell from any other word)."""
     forms = [name, name.split(" ")[0]]
-    if has_cjk(name) and len(name) in (3, 4):
+    if has_han(name) and len(name) in (3, 4):
         forms.append(name[-2:])
     for form in dict.fromkeys(forms):
-        if has_cjk(form):
+        if has_han(form):
             if form in query:
                 return True
         elif re.search(rf"(?<!{_LATIN_WORD}){re.escape(form)}(?!{_LATIN_WORD})", query):

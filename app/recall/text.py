@@ -168,10 +168,6 @@ def query_terms(text: str) -> QueryTerms:
                       guessed=frozenset(guessed - cjk))
 
 
-def has_cjk(text: str) -> bool:
-    return has_han(text)
-
-
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
 
 
@@ -186,7 +182,7 @@ def in_another_script(terms: QueryTerms, text: str) -> bool:
     if terms.latin and not (terms.cjk or terms.guessed):
         return not _LATIN_LETTER.search(content)
     if not terms.latin:
-        return not has_cjk(content)
+        return not has_han(content)
     return False
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from app.embedding import profiles
 from app.embedding.names import E5_NAME, MINILM_NAME
-from app.recall.text import has_cjk
+from app.scripts import has_han
 from tests.conftest import make_settings
 from tests.embedding.calibration_pairs import CROSS_LINGUAL as ASKED_ACROSS
 from tests.embedding.calibration_pairs import PAIRS
@@ -105,7 +105,7 @@ async def test_a_question_reads_the_same_on_both_models_scales_in_both_languages
                 assert body["count"] == len(PAIRS), (name, question)
                 for m in body["memories"]:
                     related = m["session_id"] == f"p{i}"
-                    parts.setdefault((has_cjk(question), related), []).append(
+                    parts.setdefault((has_han(question), related), []).append(
                         m["explain"]["vector"])
                 if name == E5_NAME:  # MiniLM reads no Chinese: its zh answers are keywords
                     default = await recall(client, question)
@@ -129,7 +129,7 @@ async def test_a_question_in_one_language_finds_the_memory_in_the_other(open_cli
         for question, index in ASKED_ACROSS:
             body = await recall(client, question, min_score=0)
             sessions = [m["session_id"] for m in body["memories"]]
-            within = 1 if has_cjk(question) else 2
+            within = 1 if has_han(question) else 2
             assert f"p{index}" in sessions[:within], (
                 question, [m["text"][:40] for m in body["memories"][:3]])
 
