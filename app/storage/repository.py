@@ -8,6 +8,7 @@ because every LanceDB write is a version and a fragment (see LANCEDB_NOTES.md).
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import re
 import time
@@ -136,6 +137,20 @@ def full_text_query(text: str, column: str) -> Any:
     return MatchQuery(_QUOTES.sub(" ", text), column, boost=1.0, fuzziness=0,
                       max_expansions=50, operator=FullTextOperator.OR, prefix_length=0,
                       document_granularity=None)
+
+
+@functools.lru_cache(maxsize=1024)
+def keyword_terms(text: str) -> tuple[tuple[str, bool], ...]:
+    """The terms an in-process keyword search looks for, as (term, English?) pairs: the
+    recall's own query terms (`app.recall.text.query_terms`: English words lower-cased and
+    stemmed, matched at word starts; Chinese jieba words and the names its HMM guesses,
+    matched as substrings), so that the keyword search and `Coverage` agree on what a match
+    is. Any text is plain words here: quotes and query syntax carry no meaning."""
+    from app.recall.text import query_terms
+
+    terms = query_terms(text)
+    return (*((t, True) for t in sorted(terms.latin)),
+            *((t, False) for t in sorted(terms.cjk | terms.guessed)))
 
 
 def sql_time(value: datetime) -> str:
@@ -841,33 +856,32 @@ class Repository:
 
     async def text_search(self, text: str, where: SearchFilter, *, limit: int
                           ) -> tuple[list[SearchHit], Any]:
-        """Full-text (BM25) search over memory text, filtered before the search.
+        """Keyword (BM25) search over memory text, filtered before the search.
 
         Returns the hits and their vectors as an (n, dim) float32 matrix, so the caller can
-        score hits the vector search did not return on the same cosine scale. Rows written
-        since the last `optimize()` are searched without the index (flat), never skipped.
-        """
-        def search() -> Any:
-            return (self._tables["memories"].query()
-                    .nearest_to_text(full_text_query(text, "text"))
-                    .where(where.to_sql()).limit(limit))
+        score hits the vector search did not return on the same cosine scale.
 
+        A namespace small enough for an in-process copy (namespace_cache.py) is searched on
+        it: BM25 over the namespace's own rows with the recall's query terms
+        (`keyword_terms`). The copy is awaited (loaded if need be: the same load the vector
+        search awaits), never used only when it happens to be held, so the same question
+        ranks the same whether or not the copy was loaded before. Other namespaces use
+        LanceDB's full-text index; rows written since the last `optimize()` are searched
+        without the index (flat), never skipped.
+        """
         cache = self.namespace_cache
-        copy = await cache.get(where.namespace, load=False)
-        if copy is None:
-            cache.prefetch(where.namespace)  # for the vector search that follows
-        else:
-            # Ids and scores only; rows and vectors come from the namespace's copy.
-            found = await search().select(["id", "_score"]).to_arrow()
-            taken = cache.take(copy, found.column("id").to_pylist())
-            if taken is not None:  # else written since the copy was checked: read it all
-                rows, vectors = taken
-                vectors = vectors.reshape(len(rows), self.embedding_dim)
-                hits = [SearchHit(_search_record(row), bm25=float(s), vector=v)
-                        for row, s, v in zip(rows, found.column("_score").to_pylist(), vectors,
-                                             strict=True)]
-                return hits, vectors
-        table = await search().select([*self._search_columns(), "vector", "_score"]).to_arrow()
+        copy = await cache.get(where.namespace, load=True)
+        if copy is not None:
+            index, scores = cache.keywords(copy, keyword_terms(text), where, limit=limit)
+            rows = cache.rows(copy, index)
+            vectors = copy.matrix[index].reshape(len(rows), self.embedding_dim)
+            hits = [SearchHit(_search_record(row), bm25=s, vector=v)
+                    for row, s, v in zip(rows, scores, vectors, strict=True)]
+            return hits, vectors
+        table = await (self._tables["memories"].query()
+                       .nearest_to_text(full_text_query(text, "text"))
+                       .where(where.to_sql()).limit(limit)
+                       .select([*self._search_columns(), "vector", "_score"]).to_arrow())
         scores = table.column("_score").to_pylist()
         vectors = _vectors(table, self.embedding_dim)
         rows = table.drop_columns(["_score", "vector"]).to_pylist()
