@@ -464,6 +464,12 @@ class NamespaceCache:
             del self._oldest_loading[namespace]
         return loaded
 
+    def copyable(self, namespace: str) -> bool:
+        """Whether `get(namespace, load=True)` is meant to give a copy: copies on, and the
+        namespace not found too large lately (a load that returned None otherwise lost a
+        race with a write, and is tried again)."""
+        return self.enabled and not self._too_big(namespace)
+
     def _too_big(self, namespace: str) -> bool:
         counted = self._too_large.get(namespace)
         return counted is not None and time.monotonic() - counted < _RECOUNT_SECONDS
@@ -479,6 +485,7 @@ class NamespaceCache:
         table = await (self._table.query().where(where)
                        .select([*self._columns(), "vector"]).to_arrow())
         if table.num_rows > self.max_namespace_rows:
+            self._too_large[namespace] = time.monotonic()
             return None
         self.loads += 1
         # Stamped with the version read before the query: the rows may be newer, and

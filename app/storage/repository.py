@@ -235,6 +235,10 @@ _COLLECTED_EVENTS: ContextVar[list[EventRecord] | None] = ContextVar("collected_
 # How long a vector search trusts what it last saw of the vector index (`_vector_indexed`).
 _INDEX_RECHECK_SECONDS = 10.0
 
+# Loads of a namespace's copy a keyword search tries (a load that loses a race with a write
+# returns None): the ranking must not depend on such a race (`text_search`).
+_KEYWORD_LOAD_TRIES = 3
+
 # IVF_PQ query settings: partitions probed, and candidates re-ranked on full vectors.
 _VECTOR_NPROBES = 32
 _VECTOR_REFINE = 4
@@ -870,7 +874,11 @@ class Repository:
         without the index (flat), never skipped.
         """
         cache = self.namespace_cache
-        copy = await cache.get(where.namespace, load=True)
+        copy = None
+        for _ in range(_KEYWORD_LOAD_TRIES):
+            copy = await cache.get(where.namespace, load=True)
+            if copy is not None or not cache.copyable(where.namespace):
+                break
         if copy is not None:
             index, scores = cache.keywords(copy, keyword_terms(text), where, limit=limit)
             rows = cache.rows(copy, index)
