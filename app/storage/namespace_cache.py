@@ -29,7 +29,8 @@ instead of LanceDB's full-text index. Why:
 Term counts are RE2 passes over the copy's texts (pyarrow compute: C++, the GIL released):
 a case-insensitive substring match picks the rows holding a term (a DFA, ~0.3 ms per term
 per 1,000 rows), and only those are counted. A term's counts are kept with the copy and
-carried through `_Copy.apply` (new rows counted, old ones kept), so the terms a namespace is
+carried through `_Copy.apply` (kept rows' counts kept, new rows counted when the term is
+next asked for), so the terms a namespace is
 asked about again, as in every sub-question and second hop of one recall, cost nothing.
 Namespaces without a copy (too large, copies off) keep LanceDB's full-text search.
 
@@ -46,7 +47,7 @@ import math
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -217,8 +218,7 @@ class _Copy:
             dicts += [None] * rows.num_rows
         copy = _Copy(self.namespace, self.version, table, matrix, dicts)
         if self.keywords is not None:
-            added = [rows.column("text") for rows, _ in replaced]
-            copy.keywords = self.keywords.changed(keep, added, copy.table.column("text"))
+            copy.keywords = self.keywords.changed(keep, copy.table.column("text"))
         return copy
 
     def _patched(self, ids: list[str], updates: Mapping[str, Mapping[str, Any]]
@@ -262,6 +262,9 @@ class _Keywords:
         held = self.counts.get(key)
         if held is not None:
             self.counts.move_to_end(key)
+            if len(held) < len(self.texts):  # rows added since: counted now
+                held = np.concatenate([held, _term_counts(self.texts[len(held):], term, latin)])
+                self.counts[key] = held
             return held
         held = _term_counts(self.texts, term, latin)
         self.counts[key] = held
@@ -269,18 +272,14 @@ class _Keywords:
             self.counts.popitem(last=False)
         return held
 
-    def changed(self, keep: np.ndarray[Any, np.dtype[np.bool_]], added: list[Any],
-                texts: pa.ChunkedArray) -> _Keywords:
-        """These keywords for the copy made by keeping the rows of `keep` and appending the
-        texts of `added` (`_Copy.apply`): kept rows' counts are kept, new rows counted."""
-        chunks = [c for a in added for c in a.chunks]
-        new = pa.chunked_array(chunks, type=texts.type) if chunks else None
-        counts: OrderedDict[tuple[str, bool], np.ndarray[Any, Any]] = OrderedDict()
-        for (term, latin), held in self.counts.items():
-            parts = [held[keep]]
-            if new is not None and len(new):
-                parts.append(_term_counts(new, term, latin))
-            counts[(term, latin)] = np.concatenate(parts)
+    def changed(self, keep: np.ndarray[Any, np.dtype[np.bool_]], texts: pa.ChunkedArray
+                ) -> _Keywords:
+        """These keywords for the copy made by keeping the rows of `keep` and appending new
+        rows after them (`_Copy.apply`). A term's counts cover a prefix of the rows: the
+        kept rows' counts stay, the rows after them are counted when the term is next asked
+        for (a write costs no counting; a build writes a namespace many times)."""
+        counts: OrderedDict[tuple[str, bool], np.ndarray[Any, Any]] = OrderedDict(
+            (key, held[keep[: len(held)]]) for key, held in self.counts.items())
         return _Keywords(texts, counts)
 
     @property
@@ -574,15 +573,6 @@ class NamespaceCache:
         order = sorted(range(len(rows)), key=lambda i: (-scores[rows[i]], ids[i]))[:limit]
         best = rows[order] if len(order) else np.zeros(0, dtype=np.int64)
         return best.astype(np.int64), [float(scores[r]) for r in best]
-
-    def take(self, copy: _Copy, ids: Iterable[str]
-             ) -> tuple[list[dict[str, Any]], np.ndarray[Any, np.dtype[np.float32]]] | None:
-        """Rows (without vectors) and vectors of `ids`, or None if any is not in the copy."""
-        rows = [copy.rows.get(i) for i in ids]
-        if any(r is None for r in rows):
-            return None
-        index = np.asarray(rows, dtype=np.int64)
-        return self.rows(copy, index), copy.matrix[index]
 
     @staticmethod
     def rows(copy: _Copy, index: np.ndarray[Any, Any]) -> list[dict[str, Any]]:
