@@ -145,12 +145,13 @@ def keyword_terms(text: str) -> tuple[tuple[str, bool], ...]:
     recall's own query terms (`app.recall.text.query_terms`: English words lower-cased and
     stemmed, matched at word starts; Chinese jieba words and the names its HMM guesses,
     matched as substrings), so that the keyword search and `Coverage` agree on what a match
-    is. Any text is plain words here: quotes and query syntax carry no meaning."""
-    from app.recall.text import query_terms
+    is, and the one-character Chinese words (`single_characters`). Any text is plain words
+    here: quotes and query syntax carry no meaning."""
+    from app.recall.text import chinese_words, query_terms
 
     terms = query_terms(text)
-    return (*((t, True) for t in sorted(terms.latin)),
-            *((t, False) for t in sorted(terms.cjk | terms.guessed)))
+    chinese = chinese_words(text) | terms.guessed
+    return (*((t, True) for t in sorted(terms.latin)), *((t, False) for t in sorted(chinese)))
 
 
 def sql_time(value: datetime) -> str:

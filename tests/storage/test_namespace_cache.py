@@ -344,6 +344,21 @@ async def test_keyword_ranking_does_not_depend_on_how_the_copy_came_about(
     assert cached.namespace_cache.loads == loads + 1
 
 
+@pytest.mark.parametrize(("query", "found"), [
+    ("我的猫叫什么", "用户：我家的猫叫小白"),  # 猫: a one-character word
+    ("what is my cat called", "user: our cat is called Miso"),
+])
+async def test_one_character_words_are_searched(
+        repos: tuple[Repository, Repository], query: str, found: str) -> None:
+    cached, _ = repos
+    rng = np.random.default_rng(17)
+    texts = (found, "用户：周末去爬山", "user: the garden hose is broken", "用户：熊猫基地门票")
+    await cached.upsert_memories([memory(5000 + k, rng, namespace="erin", text=t)
+                                  for k, t in enumerate(texts)])
+    hits, _ = await cached.text_search(query, SearchFilter(namespace="erin"), limit=10)
+    assert hits and hits[0].memory.text == found
+
+
 @pytest.mark.parametrize("text", [
     '"garden" lessons', "garden AND (piano OR NOT lessons)*", "note:17 ~2 ^3 [a-z]+ \\",
     "c++ & c#?", "“钢琴”课", "「花园」的课！？", "的了吗", "the of and", "？？？", "", "   ",
