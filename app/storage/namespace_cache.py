@@ -16,13 +16,13 @@ and anything else drops the copies concerned. A version this process cannot acco
 next keyword search starts the reload, so it overlaps the query's embedding.
 
 The keyword search of a namespace with a copy also runs on it (`NamespaceCache.keywords`):
-BM25 over the namespace's own rows with the recall's own query terms (`app.recall.text`),
-instead of LanceDB's full-text index. Why:
+BM25 over the namespace's own rows with terms read as recall reads them
+(`repository.keyword_terms`), instead of LanceDB's full-text index. Why:
 - Speed under load: LanceDB's full-text query runs in LanceDB's threads beside the builds'
   LanceDB work and scans the rows written since the last compaction flat; during a heavy
   ingest it made the tail of a recall (docs/benchmarks.md §24–§26).
-- The same terms as `Coverage` (English stemmed words matched at word starts, Chinese jieba
-  words matched as substrings), so the two keyword signals of a recall agree on what a match
+- Terms matched as `Coverage` matches them (English stemmed words at word starts, Chinese
+  jieba words as substrings), so the two keyword signals of a recall agree on what a match
   is; a different segmentation of the same words on the two sides never hides a match.
 - Per-namespace statistics (IDF, average length): one tenant's data never shifts another
   tenant's keyword ranking (LanceDB's index takes them over the whole table).

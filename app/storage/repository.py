@@ -141,12 +141,18 @@ def full_text_query(text: str, column: str) -> Any:
 
 @functools.lru_cache(maxsize=1024)
 def keyword_terms(text: str) -> tuple[tuple[str, bool], ...]:
-    """The terms an in-process keyword search looks for, as (term, English?) pairs: the
-    recall's own query terms (`app.recall.text.query_terms`: English words lower-cased and
-    stemmed, matched at word starts; Chinese jieba words and the names its HMM guesses,
-    matched as substrings), so that the keyword search and `Coverage` agree on what a match
-    is, and the one-character Chinese words (`single_characters`). Any text is plain words
-    here: quotes and query syntax carry no meaning."""
+    """The terms an in-process keyword search looks for, as (term, English?) pairs.
+
+    English: the recall's own query terms (`app.recall.text.query_terms`: words
+    lower-cased, lightly stemmed, function words dropped), matched at word starts as
+    `Coverage` matches them. Chinese: the query's words as jieba's precise mode cuts them,
+    one-character words included, plus the names its HMM guesses (`QueryTerms.guessed`),
+    matched as substrings. Not `query_terms`' Chinese terms: a compound and its parts
+    counted a compound's match two or three times, and without one-character words
+    ("我的猫叫什么" has no other) a question found nothing; measured on MemDaily, hit@1
+    0.910 with those against 0.930 with these (main's ICU index 0.933; docs/benchmarks.md
+    §26). Any text is plain words here: quotes and query syntax carry no meaning.
+    """
     from app.recall.text import chinese_words, query_terms
 
     terms = query_terms(text)
