@@ -168,20 +168,6 @@ def query_terms(text: str) -> QueryTerms:
                       guessed=frozenset(guessed - cjk))
 
 
-def chinese_words(text: str) -> frozenset[str]:
-    """The query's Chinese words as one segmentation cuts them (jieba's precise mode, no
-    compound split into its parts as in `query_terms`), one-character words included (猫,
-    车), function words left out: the terms a search by keyword weighs, each once, as the
-    full-text index it replaced cut and indexed words (its IDF weighs common ones down)."""
-    found: set[str] = set()
-    for run in HAN_RUN.findall(text):
-        warm_up()
-        for word in jieba.cut(run, HMM=False):
-            if word not in _ZH_STOP:
-                found.add(word)
-    return frozenset(found)
-
-
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
 
 

@@ -15,39 +15,17 @@ and anything else drops the copies concerned. A version this process cannot acco
 (another process's write, a compaction, an index build) drops every copy behind it; the
 next keyword search starts the reload, so it overlaps the query's embedding.
 
-The keyword search of a namespace with a copy also runs on it (`NamespaceCache.keywords`):
-BM25 over the namespace's own rows with terms read as recall reads them
-(`repository.keyword_terms`), instead of LanceDB's full-text index. Why:
-- Speed under load: LanceDB's full-text query runs in LanceDB's threads beside the builds'
-  LanceDB work and scans the rows written since the last compaction flat; during a heavy
-  ingest it made the tail of a recall (docs/benchmarks.md §24–§26).
-- Terms matched as `Coverage` matches them (English stemmed words at word starts, Chinese
-  jieba words as substrings), so the two keyword signals of a recall agree on what a match
-  is; a different segmentation of the same words on the two sides never hides a match.
-- Per-namespace statistics (IDF, average length): one tenant's data never shifts another
-  tenant's keyword ranking (LanceDB's index takes them over the whole table).
-Term counts are RE2 passes over the copy's texts (pyarrow compute: C++, the GIL released):
-a case-insensitive substring match picks the rows holding a term (a DFA, ~0.3 ms per term
-per 1,000 rows), and only those are counted. A term's counts are kept with the copy and
-carried through `_Copy.apply` (kept rows' counts kept, new rows counted when the term is
-next asked for), so the terms a namespace is
-asked about again, as in every sub-question and second hop of one recall, cost nothing.
-Namespaces without a copy (too large, copies off) keep LanceDB's full-text search.
-
-Memory: a row costs ~2.5 KB (vector and text), plus 10 bytes per (row, term) pair counted
-(at most `_MAX_HELD` pairs and `_MAX_TERMS` terms per copy); at most
-`namespace_cache_max_rows` rows are held, least recently used namespaces first out, and no
-namespace above `namespace_cache_max_namespace_rows` (settings; 0 turns the copies off).
+Memory: a row costs ~2.5 KB (vector and text); at most `namespace_cache_max_rows` rows are
+held, least recently used namespaces first out, and no namespace above
+`namespace_cache_max_namespace_rows` (settings; 0 turns the copies off).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -73,13 +51,6 @@ _RECOUNT_SECONDS = 60.0
 # Rows per matrix-vector product: above ~1,500 rows OpenBLAS splits the product over
 # threads, which on a busy 2-core machine took 3-7 ms instead of 0.05 ms.
 _BLOCK_ROWS = 512
-# Term counts kept per copy (`_Keywords`), least recently asked first out: at most this many
-# terms, holding at most this many (row, count) pairs (10 bytes each).
-_MAX_TERMS = 2_048
-_MAX_HELD = 200_000
-# BM25's parameters (LanceDB's and Lucene's defaults).
-_K1 = 1.2
-_B = 0.75
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NEVER_MIN = np.iinfo(np.int64).min
 _NEVER_MAX = np.iinfo(np.int64).max
@@ -146,12 +117,6 @@ class _Copy:
         created = t.column("created_at")
         self.ends = _micros(pc.coalesce(t.column("time_end"), created), _NEVER_MIN)
         self.starts = _micros(pc.coalesce(t.column("time_start"), created), _NEVER_MAX)
-        self.keywords: _Keywords | None = None  # made by the first keyword search
-
-    def words(self) -> _Keywords:
-        if self.keywords is None:
-            self.keywords = _Keywords(self.table.column("text"))
-        return self.keywords
 
     @classmethod
     def of(cls, namespace: str, version: int, table: pa.Table) -> _Copy:
@@ -218,10 +183,7 @@ class _Copy:
             table = pa.concat_tables([table, rows])
             matrix = np.concatenate([matrix, vectors]) if len(matrix) else vectors
             dicts += [None] * rows.num_rows
-        copy = _Copy(self.namespace, self.version, table, matrix, dicts)
-        if self.keywords is not None:
-            copy.keywords = self.keywords.changed(keep, copy.table.column("text"))
-        return copy
+        return _Copy(self.namespace, self.version, table, matrix, dicts)
 
     def _patched(self, ids: list[str], updates: Mapping[str, Mapping[str, Any]]
                  ) -> tuple[pa.Table, np.ndarray[Any, np.dtype[np.float32]]] | None:
@@ -240,90 +202,6 @@ class _Copy:
                 row[column] = value
         return pa.Table.from_pylist(rows, schema=schema), self.matrix[index]
 
-
-
-class _Keywords:
-    """What the keyword search needs of a copy's texts: their lengths and the counts of the
-    terms asked so far (row order as in the copy), kept sparse: the rows holding a term and
-    its count there, for a prefix of the rows (`covered`)."""
-
-    def __init__(self, texts: pa.ChunkedArray | pa.Array,
-                 counts: OrderedDict[tuple[str, bool], _Held] | None = None) -> None:
-        self.texts = texts
-        # Lengths in characters (a Chinese character ~ a word, an English word ~ 5): BM25
-        # uses a text's length against the namespace's average only, which counting tokens
-        # would not change much within one language, at a tenth of the cost.
-        self.lengths = np.asarray(pc.fill_null(pc.utf8_length(texts), 0)
-                                  .to_numpy(zero_copy_only=False), dtype=np.float32)
-        self.counts = counts if counts is not None else OrderedDict()
-
-    def count(self, term: str, latin: bool) -> np.ndarray[Any, np.dtype[np.uint16]]:
-        """How often each text holds `term`: an English term at a word start ("research" in
-        "researched", not in "unresearched"), a Chinese one anywhere; case ignored."""
-        key = (term, latin)
-        n = len(self.texts)
-        held = self.counts.get(key)
-        if held is None:
-            held = _Held(*_term_hits(self.texts, term, latin), n)
-        elif held.covered < n:  # rows added since: counted now
-            rows, counts = _term_hits(self.texts[held.covered:], term, latin)
-            held = _Held(np.concatenate([held.rows, rows + held.covered]),
-                         np.concatenate([held.counts, counts]), n)
-        self.counts[key] = held
-        self.counts.move_to_end(key)
-        while len(self.counts) > 1 and (len(self.counts) > _MAX_TERMS or sum(
-                len(h.rows) for h in self.counts.values()) > _MAX_HELD):
-            self.counts.popitem(last=False)
-        dense = np.zeros(n, dtype=np.uint16)
-        dense[held.rows] = held.counts
-        return dense
-
-    def changed(self, keep: np.ndarray[Any, np.dtype[np.bool_]], texts: pa.ChunkedArray
-                ) -> _Keywords:
-        """These keywords for the copy made by keeping the rows of `keep` and appending new
-        rows after them (`_Copy.apply`). A term's counts cover a prefix of the rows: the
-        kept rows' counts stay, the rows after them are counted when the term is next asked
-        for (a write costs no counting; a build writes a namespace many times)."""
-        position = np.cumsum(keep) - 1
-        counts: OrderedDict[tuple[str, bool], _Held] = OrderedDict()
-        for key, held in self.counts.items():
-            kept = keep[held.rows]
-            counts[key] = _Held(position[held.rows[kept]].astype(np.int64), held.counts[kept],
-                                int(keep[: held.covered].sum()))
-        return _Keywords(texts, counts)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.lengths.nbytes + sum(h.rows.nbytes + h.counts.nbytes
-                                             for h in self.counts.values()))
-
-
-@dataclass(frozen=True)
-class _Held:
-    rows: np.ndarray[Any, np.dtype[np.int64]]  # rows holding the term, ascending
-    counts: np.ndarray[Any, np.dtype[np.uint16]]  # how often each holds it
-    covered: int  # rows counted: the first `covered` rows of the copy
-
-
-def _term_hits(texts: pa.ChunkedArray | pa.Array, term: str, latin: bool
-               ) -> tuple[np.ndarray[Any, np.dtype[np.int64]],
-                          np.ndarray[Any, np.dtype[np.uint16]]]:
-    """The rows holding `term` and how often each holds it."""
-    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint16))
-    if not len(texts):
-        return none
-    escaped = re.escape(term)
-    # A plain pattern first: RE2 runs it as a DFA, ~10x faster than counting; only the rows
-    # it finds are counted (and, for an English term, checked for the word start).
-    found = pc.match_substring_regex(texts, "(?i)" + escaped)
-    rows = np.flatnonzero(pc.fill_null(found, False).to_numpy(zero_copy_only=False))
-    if not len(rows):
-        return none
-    pattern = "(?i)(?:^|[^a-z0-9])" + escaped if latin else "(?i)" + escaped
-    held = pc.count_substring_regex(texts.take(pa.array(rows, pa.int64())), pattern)
-    counts = np.minimum(held.to_numpy(zero_copy_only=False), 65_535).astype(np.uint16)
-    nonzero = counts > 0
-    return rows[nonzero].astype(np.int64), counts[nonzero]
 
 
 def _plain(value: Any, column: pa.DataType) -> bool:
@@ -371,6 +249,7 @@ class NamespaceCache:
         self._loading: dict[str, asyncio.Future[_Copy | None]] = {}
         self._oldest_loading: dict[str, int] = {}
         self._too_large: dict[str, float] = {}  # namespace -> monotonic time of the count
+        self._prefetches: set[asyncio.Task[_Copy | None]] = set()
         self.writes_in_flight = 0  # writes to the memories table not reported yet
         self.loads = 0
 
@@ -424,9 +303,7 @@ class NamespaceCache:
     def held_bytes(self) -> int:
         """Arrow rows, vector matrices and the remembered changes' rows (the row dicts made
         for returned hits are not counted: at most the rows recalls returned)."""
-        copies = sum(c.table.nbytes + c.matrix.nbytes
-                     + (c.keywords.nbytes if c.keywords is not None else 0)
-                     for c in self._copies.values())
+        copies = sum(c.table.nbytes + c.matrix.nbytes for c in self._copies.values())
         changes = sum(c.rows.nbytes for c in self._changes.values() if c.rows is not None)
         return int(copies + changes)
 
@@ -440,6 +317,21 @@ class NamespaceCache:
     def enabled(self) -> bool:
         """False when the settings turn the copies off (either limit 0)."""
         return self.max_rows > 0 and self.max_namespace_rows > 0
+
+    def prefetch(self, namespace: str) -> None:
+        """Start loading the namespace's copy in the background unless it is held or loading
+        (the keyword search calls this: the load then overlaps the query's embedding)."""
+        if not self.enabled or namespace in self._copies or namespace in self._loading or \
+                self._too_big(namespace):
+            return
+        task = asyncio.create_task(self.get(namespace, load=True))
+        self._prefetches.add(task)
+        task.add_done_callback(self._prefetched)
+
+    def _prefetched(self, task: asyncio.Task[_Copy | None]) -> None:
+        self._prefetches.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("namespace_cache_load_failed", error=str(task.exception())[:200])
 
     async def get(self, namespace: str, *, load: bool) -> _Copy | None:
         """The namespace's copy as of the current table version; loaded if `load` and the
@@ -485,12 +377,6 @@ class NamespaceCache:
             del self._oldest_loading[namespace]
         return loaded
 
-    def copyable(self, namespace: str) -> bool:
-        """Whether `get(namespace, load=True)` is meant to give a copy: copies on, and the
-        namespace not found too large lately (a load that returned None otherwise lost a
-        race with a write, and is tried again)."""
-        return self.enabled and not self._too_big(namespace)
-
     def _too_big(self, namespace: str) -> bool:
         counted = self._too_large.get(namespace)
         return counted is not None and time.monotonic() - counted < _RECOUNT_SECONDS
@@ -506,7 +392,6 @@ class NamespaceCache:
         table = await (self._table.query().where(where)
                        .select([*self._columns(), "vector"]).to_arrow())
         if table.num_rows > self.max_namespace_rows:
-            self._too_large[namespace] = time.monotonic()
             return None
         self.loads += 1
         # Stamped with the version read before the query: the rows may be newer, and
@@ -562,39 +447,14 @@ class NamespaceCache:
         order = rows[np.lexsort((rows, distances[rows]))]
         return self.rows(copy, order), [float(distances[r]) for r in order], copy.matrix[order]
 
-    def keywords(self, copy: _Copy, terms: Sequence[tuple[str, bool]], where: SearchFilter,
-                 *, limit: int) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[float]]:
-        """The `limit` rows of `where` with the highest BM25 score for `terms` ((term,
-        English?) pairs, `_Keywords.count`), best first, and their scores; rows holding no
-        term are not returned. IDF and the average length are the namespace's own: over all
-        the copy's rows, whatever `where` keeps, so a filter changes which rows compete, not
-        their scores. Ties go to the smaller id, so the order never depends on the order
-        the copy happens to hold its rows in."""
-        words = copy.words()
-        n = copy.table.num_rows
-        scores = np.zeros(n, dtype=np.float64)
-        if not n or not terms:
-            return np.zeros(0, dtype=np.int64), []
-        lengths = words.lengths
-        average = float(lengths.mean()) or 1.0
-        norm = _K1 * (1 - _B + _B * lengths / average)
-        for term, latin in terms:
-            tf = words.count(term, latin)
-            held = np.flatnonzero(tf)
-            if not len(held):
-                continue
-            weight = math.log(1 + (n - len(held) + 0.5) / (len(held) + 0.5))
-            f = tf[held].astype(np.float64)
-            scores[held] += weight * f * (_K1 + 1) / (f + norm[held])
-        rows = np.flatnonzero(copy.mask(where) & (scores > 0))
-        if len(rows) > limit:
-            # Every row scoring at least the limit-th score, so ties at the cut go by id.
-            cut = np.partition(scores[rows], len(rows) - limit)[len(rows) - limit]
-            rows = rows[scores[rows] >= cut]
-        ids = copy.table.column("id").take(pa.array(rows, pa.int64())).to_pylist()
-        order = sorted(range(len(rows)), key=lambda i: (-scores[rows[i]], ids[i]))[:limit]
-        best = rows[order] if len(order) else np.zeros(0, dtype=np.int64)
-        return best.astype(np.int64), [float(scores[r]) for r in best]
+    def take(self, copy: _Copy, ids: Iterable[str]
+             ) -> tuple[list[dict[str, Any]], np.ndarray[Any, np.dtype[np.float32]]] | None:
+        """Rows (without vectors) and vectors of `ids`, or None if any is not in the copy."""
+        rows = [copy.rows.get(i) for i in ids]
+        if any(r is None for r in rows):
+            return None
+        index = np.asarray(rows, dtype=np.int64)
+        return self.rows(copy, index), copy.matrix[index]
 
     @staticmethod
     def rows(copy: _Copy, index: np.ndarray[Any, Any]) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ because every LanceDB write is a version and a fragment (see LANCEDB_NOTES.md).
 from __future__ import annotations
 
 import asyncio
-import functools
 import math
 import re
 import time
@@ -139,29 +138,6 @@ def full_text_query(text: str, column: str) -> Any:
                       document_granularity=None)
 
 
-@functools.lru_cache(maxsize=1024)
-def keyword_terms(text: str) -> tuple[tuple[str, bool], ...]:
-    """The terms an in-process keyword search looks for, as (term, English?) pairs.
-
-    English: the recall's own query terms (`app.recall.text.query_terms`: words
-    lower-cased, lightly stemmed, function words dropped), matched at word starts as
-    `Coverage` matches them. Chinese: the query's words as jieba's precise mode cuts them,
-    one-character words included, plus the names its HMM guesses (`QueryTerms.guessed`),
-    matched as substrings. Not `query_terms`' Chinese terms: a compound and its parts
-    counted a compound's match two or three times, and without one-character words
-    ("我的猫叫什么" has no other) a question found nothing; measured on MemDaily, hit@1
-    0.910 with those against 0.930 with these (main's ICU index 0.933; docs/benchmarks.md
-    §26). Any text is plain words here: quotes and query syntax carry no meaning.
-    """
-    from app.recall.text import chinese_words, query_terms
-
-    terms = query_terms(text)
-    # A guessed name stands for the single characters it was put together from.
-    chinese = {w for w in chinese_words(text)
-               if len(w) > 1 or not any(w in g for g in terms.guessed)} | terms.guessed
-    return (*((t, True) for t in sorted(terms.latin)), *((t, False) for t in sorted(chinese)))
-
-
 def sql_time(value: datetime) -> str:
     """A UTC timestamp literal (naive datetimes are taken as UTC)."""
     if value.tzinfo is None:
@@ -243,10 +219,6 @@ _COLLECTED_EVENTS: ContextVar[list[EventRecord] | None] = ContextVar("collected_
 
 # How long a vector search trusts what it last saw of the vector index (`_vector_indexed`).
 _INDEX_RECHECK_SECONDS = 10.0
-
-# Loads of a namespace's copy a keyword search tries (a load that loses a race with a write
-# returns None): the ranking must not depend on such a race (`text_search`).
-_KEYWORD_LOAD_TRIES = 3
 
 # IVF_PQ query settings: partitions probed, and candidates re-ranked on full vectors.
 _VECTOR_NPROBES = 32
@@ -869,36 +841,33 @@ class Repository:
 
     async def text_search(self, text: str, where: SearchFilter, *, limit: int
                           ) -> tuple[list[SearchHit], Any]:
-        """Keyword (BM25) search over memory text, filtered before the search.
+        """Full-text (BM25) search over memory text, filtered before the search.
 
         Returns the hits and their vectors as an (n, dim) float32 matrix, so the caller can
-        score hits the vector search did not return on the same cosine scale.
-
-        A namespace small enough for an in-process copy (namespace_cache.py) is searched on
-        it: BM25 over the namespace's own rows with the recall's query terms
-        (`keyword_terms`). The copy is awaited (loaded if need be: the same load the vector
-        search awaits), never used only when it happens to be held, so the same question
-        ranks the same whether or not the copy was loaded before. Other namespaces use
-        LanceDB's full-text index; rows written since the last `optimize()` are searched
-        without the index (flat), never skipped.
+        score hits the vector search did not return on the same cosine scale. Rows written
+        since the last `optimize()` are searched without the index (flat), never skipped.
         """
+        def search() -> Any:
+            return (self._tables["memories"].query()
+                    .nearest_to_text(full_text_query(text, "text"))
+                    .where(where.to_sql()).limit(limit))
+
         cache = self.namespace_cache
-        copy = None
-        for _ in range(_KEYWORD_LOAD_TRIES):
-            copy = await cache.get(where.namespace, load=True)
-            if copy is not None or not cache.copyable(where.namespace):
-                break
-        if copy is not None:
-            index, scores = cache.keywords(copy, keyword_terms(text), where, limit=limit)
-            rows = cache.rows(copy, index)
-            vectors = copy.matrix[index].reshape(len(rows), self.embedding_dim)
-            hits = [SearchHit(_search_record(row), bm25=s, vector=v)
-                    for row, s, v in zip(rows, scores, vectors, strict=True)]
-            return hits, vectors
-        table = await (self._tables["memories"].query()
-                       .nearest_to_text(full_text_query(text, "text"))
-                       .where(where.to_sql()).limit(limit)
-                       .select([*self._search_columns(), "vector", "_score"]).to_arrow())
+        copy = await cache.get(where.namespace, load=False)
+        if copy is None:
+            cache.prefetch(where.namespace)  # for the vector search that follows
+        else:
+            # Ids and scores only; rows and vectors come from the namespace's copy.
+            found = await search().select(["id", "_score"]).to_arrow()
+            taken = cache.take(copy, found.column("id").to_pylist())
+            if taken is not None:  # else written since the copy was checked: read it all
+                rows, vectors = taken
+                vectors = vectors.reshape(len(rows), self.embedding_dim)
+                hits = [SearchHit(_search_record(row), bm25=float(s), vector=v)
+                        for row, s, v in zip(rows, found.column("_score").to_pylist(), vectors,
+                                             strict=True)]
+                return hits, vectors
+        table = await search().select([*self._search_columns(), "vector", "_score"]).to_arrow()
         scores = table.column("_score").to_pylist()
         vectors = _vectors(table, self.embedding_dim)
         rows = table.drop_columns(["_score", "vector"]).to_pylist()
