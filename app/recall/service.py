@@ -33,7 +33,9 @@ Pipeline (one request):
    chunks overlap by design) is not returned twice: the later memory keeps only its new
    lines, and is skipped if nothing new is left. A dialogue about one of its speakers
    ("what does Leo do as a hobby?") gives that speaker's turns first, the others back
-   while the budget allows. What passes the configured `min_score`
+   while the budget allows. A memory of one speaker's statements gives its lines that
+   match the question first, and the lines naming what a second hop identified ("the
+   person who works in Shenzhen" is 婶婶: `_hop_names`). What passes the configured `min_score`
    is packed before what only a lower per-call `min_score` lets in, so lowering it never
    returns less; the search size does not grow with `top_k`, so the best memory is the
    same whatever `top_k` is.
@@ -195,8 +197,8 @@ class RecallService:
         max_tokens = request.max_tokens or s.recall_max_tokens
         favoured = await self._favoured_sessions(request.namespace, parsed)
         lap("read")
-        candidates, matcher = await self._candidates(request, parsed, search_text,
-                                                     hint=hint, favoured=favoured)
+        candidates, matcher, named = await self._candidates(request, parsed, search_text,
+                                                            hint=hint, favoured=favoured)
         lap("search")
         if parsed.reference_only:
             # "记得刚才说的吗" alone: the cue is the whole match for the sessions it names.
@@ -228,7 +230,7 @@ class RecallService:
         tiers = [first, rest]
         lap("order")
         packed = self._pack(tiers, top_k=request.top_k, max_tokens=max_tokens,
-                            matcher=matcher, query=search_text)
+                            matcher=matcher, query=search_text, named=named)
         # Long-term facts first, otherwise the packing order (best first, a newer statement
         # of a fact ahead of the older one: `_newer_first`). The sort is stable.
         packed.sort(key=lambda p: _layer(p.candidate.memory) != Layer.longterm)
@@ -316,8 +318,9 @@ class RecallService:
 
     async def _candidates(self, request: RecallRequest, parsed: ParsedQuery, text: str, *,
                           hint: TimeHint | None, favoured: set[str]
-                          ) -> tuple[list[_Candidate], Coverage | None]:
-        """Searched and scored candidates, and the query's term weights over them.
+                          ) -> tuple[list[_Candidate], Coverage | None, Coverage | None]:
+        """Searched and scored candidates, the query's term weights over them, and what a
+        second hop's line names beyond the question's words (`_hop_names`), if anything.
 
         A compound query ("我堂哥几岁了？另外，星河草地音乐节的规模是什么？") is searched and
         scored per sub-question, concurrently (their embeddings share one model batch); a
@@ -346,18 +349,22 @@ class RecallService:
 
         results = await asyncio.gather(*(one(part, t) for part, t in parts))
         bridges = []
-        for (part, _), (found, matcher) in zip(parts, results, strict=True):
-            bridge = self._bridge(part, found, matcher)
-            if bridge is not None and matcher is not None:
+        names = QueryTerms(latin=frozenset(), cjk=frozenset())  # see `_hop_names`
+        for (part, part_terms), (found, matcher) in zip(parts, results, strict=True):
+            line = self._bridge(part, found, matcher)
+            if line is not None and matcher is not None:
+                bridge = f"{line} {part}"
                 # Scored without the question's words that none of the first search's
                 # candidates held (its scaffolding: "下列哪一项最符合"), so a memory
                 # sharing only the line's name still passes `min_score`.
                 hop_terms = read(bridge).without(matcher.absent)
                 bridges.append((bridge, hop_terms))
+                if matcher.held_share(line) >= _NAMES_FROM:
+                    names = names.merged(_beyond(read(line), part_terms))
         if bridges:
             results += await asyncio.gather(*(one(b, t) for b, t in bridges))
         if len(results) == 1:
-            return results[0]
+            return *results[0], None
         best: dict[str, _Candidate] = {}
         for found, _ in results:
             for c in found:
@@ -367,13 +374,14 @@ class RecallService:
         merged = list(best.values())
         return merged, Coverage(terms, [c.memory.text for c in merged],
                                  equivalents=self._settings.recall_equivalents,
-                                 drop_absent=parsed.counts) if terms else None
+                                 drop_absent=parsed.counts) if terms else None, \
+            _hop_names(names, merged)
 
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
                 ) -> str | None:
-        """A second-hop query: the best-matching line of the best memories plus the question
-        ("那个规模是八百人的活动，时间是哪天？" finds "秋季厨艺交流会的规模是八百人"; the hop
-        then finds that event's time). Also when the line holds every word of the
+        """A second hop's line, searched with the question: the best-matching line of the
+        best memories ("那个规模是八百人的活动，时间是哪天？" finds "秋季厨艺交流会的规模是
+        八百人"; the hop then finds that event's time). Also when the line holds every word of the
         question: "我常去的商场是星光百货" answers "我常去的商场怎么样" by name only.
 
         Only from one speaker's statements (or a memory of one message), whose lines name
@@ -405,8 +413,7 @@ class RecallService:
         # "what is X like" to another memory.
         if shares[best] <= 0:
             return None
-        line = lines[best].split(": ", 1)[-1]
-        return f"{line} {part}"
+        return lines[best].split(": ", 1)[-1]
 
     async def _search(self, request: RecallRequest, text: str, *, hint: TimeHint | None,
                       favoured: set[str]) -> list[_Candidate]:
@@ -567,7 +574,8 @@ class RecallService:
     # --- packing -----------------------------------------------------------------------
 
     def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
-              matcher: Coverage | None, query: str = "") -> list[_Packed]:
+              matcher: Coverage | None, query: str = "", named: Coverage | None = None
+              ) -> list[_Packed]:
         """Best first until `top_k` memories or `max_tokens` tokens.
 
         `tiers` are packed one after the other, each best first: the memories that pass the
@@ -589,6 +597,8 @@ class RecallService:
         only as a fallback it gained 2). But a question that names one of its speakers is
         answered by that speaker's turns, whatever words they use: those are packed first
         like a statement memory's core (`_asked_about`), the others given back the same way.
+        `named`: what a second hop identified (`_hop_names`); a statement memory's core also
+        keeps the lines naming it.
         """
         packed: list[_Packed | None] = []
         used = 0
@@ -615,7 +625,7 @@ class RecallService:
                 # first (statements), or in place of a whole that does not fit.
                 core: list[_Unit] | None = None
                 if _one_speaker(units):
-                    core = self._core(fresh, matcher, whole=units)
+                    core = self._core(fresh, matcher, whole=units, named=named)
                     if not core:
                         self._passed_over(c, PassedOver.matched_lines_returned, 0)
                         continue  # its matching lines were returned by a better memory
@@ -697,13 +707,16 @@ class RecallService:
         return change
 
     def _core(self, units: list[_Unit], matcher: Coverage | None,
-              whole: list[_Unit] | None = None) -> list[_Unit]:
+              whole: list[_Unit] | None = None, named: Coverage | None = None
+              ) -> list[_Unit]:
         """The lines that carry the memory's keyword match: at least `_FOCUS_RATIO`
-        of its best line's share of the query terms.
+        of its best line's share of the query terms; with `named` (what a second hop
+        identified: `_hop_names`), also the lines that name it.
 
         `units` may be what is left of the memory's lines (`whole`) after better memories
         returned the others: if what is left matches far less than the memory's best line,
-        the match was in lines already returned, and the core is empty.
+        the match was in lines already returned, and the core is only the lines naming what
+        the hop identified (often none).
         """
         if matcher is None or (len(units) < 2 and whole is None):
             return units
@@ -711,12 +724,13 @@ class RecallService:
         share = {u: matcher.share(u[1]) for u in whole or units}  # `units` ⊆ `whole`
         shares = [share[u] for u in units]
         best = max(shares)
+        naming = {u for u in units if named.share(u[1]) > 0} if named is not None else set()
         if whole is not None and len(whole) > len(units) and best < ratio * max(share.values()):
-            return []
+            return [u for u in units if u in naming]
         if best <= 0 or len(units) < 2:
             return units  # matched as a whole (by meaning): no line stands out
         return [u for u, line_share in zip(units, shares, strict=True)
-                if line_share >= ratio * best]
+                if line_share >= ratio * best or u in naming]
 
     def _packed(self, c: _Candidate, units: list[_Unit], choice: list[_Unit], tokens: int,
                 part: int) -> _Packed:
@@ -800,7 +814,40 @@ CONTEXT_THRESHOLD_FACTOR = 0.7
 # share of the query's terms.
 _FOCUS_RATIO = 0.5
 _HOP_FROM = 3  # memories whose lines a second hop may start from (`_bridge`)
+# What a hop's line names beyond the question (`_hop_names`) counts when the line holds at
+# least this share of the question's terms that some candidate holds (it is the fact the
+# question identifies its subject by), and in a term held by at most this share of the
+# candidates.
+_NAMES_FROM = 0.5
+_NAMES_HELD_BY = 0.5
 _EXTRA = 20  # memories taken from a date window or a referenced session
+
+
+def _hop_names(names: QueryTerms, candidates: list[_Candidate]) -> Coverage | None:
+    """What the second hop was for: the terms its line names beyond the question's own
+    words ("那个在深圳工作的人，年龄是多少？" → "我婶婶在深圳工作" → 婶婶), as a matcher
+    of lines. Once the person or thing is identified, what is stored about it answers
+    the question, also a line that shares no word with the question ("我婶婶今年五十
+    九岁"): a statement memory's core keeps the lines naming it (`_core`).
+
+    Only terms that tell candidates apart: a term held by more than half of them (the
+    speakers of a dialogue, named in every line; the user's own label) names nothing.
+    """
+    if not names or not candidates:
+        return None
+    texts = [c.memory.text for c in candidates]
+    found = Coverage(names, texts)
+    rare = frozenset(n for n, held in found.holding.items()
+                     if 0 < held <= found.documents * _NAMES_HELD_BY)
+    return Coverage(names.only(rare), texts) if rare else None
+
+
+def _beyond(line: QueryTerms, question: QueryTerms) -> QueryTerms:
+    """The terms of a line that are not the question's words, nor part of one or holding
+    one ("广州" asked, "广东广州" stated)."""
+    asked = question.names()
+    return line.without(frozenset(t for t in line.names()
+                                  if any(t in a or a in t for a in asked)))
 
 
 def _overlaps(memory: MemoryRecord, hint: TimeHint) -> bool:

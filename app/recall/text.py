@@ -118,6 +118,17 @@ class QueryTerms:
         return QueryTerms(latin=self.latin - words, cjk=self.cjk - words,
                           guessed=self.guessed - words)
 
+    def merged(self, other: QueryTerms) -> QueryTerms:
+        return QueryTerms(latin=self.latin | other.latin, cjk=self.cjk | other.cjk,
+                          guessed=self.guessed | other.guessed)
+
+    def only(self, words: frozenset[str]) -> QueryTerms:
+        return QueryTerms(latin=self.latin & words, cjk=self.cjk & words,
+                          guessed=self.guessed & words)
+
+    def names(self) -> frozenset[str]:
+        return self.latin | self.cjk | self.guessed
+
     def without_numbers(self) -> QueryTerms:
         """The terms without numbers ("40", "五百人"): the values a counting question
         compares against, which the memories it needs mostly do not hold."""
@@ -239,6 +250,11 @@ class Coverage:
         self._total = sum(self._weights)
         self.scores = [self._share(row) for row in present]
         self.absent = frozenset(absent)  # the query's terms no document holds
+        # How many of the documents hold each term, by its name (none without documents).
+        self.holding = dict.fromkeys(self._names, 0) | {
+            name: sum(column) for name, column in zip(self._names, zip(*present, strict=True),
+                                                      strict=False)}
+        self.documents = n
 
     def _present(self, text: str) -> list[bool]:
         lowered = text.lower()
@@ -256,6 +272,16 @@ class Coverage:
         if not self._weights:
             return 0.0
         return self._share(self._present(text))
+
+    def held_share(self, text: str) -> float:
+        """The share in `text` of the query's terms that some document holds: without the
+        words of the question that no candidate has (scaffolding, or an attribute the
+        memories word otherwise: 年龄 asked, 岁 stated)."""
+        row = self._present(text)
+        held = [(w, hit) for name, w, hit in zip(self._names, self._weights, row, strict=True)
+                if name not in self.absent]
+        total = sum(w for w, _ in held)
+        return sum(w for w, hit in held if hit) / total if total > 0 else 0.0
 
 
 def coverage(terms: QueryTerms, documents: Sequence[str]) -> list[float]:

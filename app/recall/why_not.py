@@ -162,17 +162,18 @@ class _TracedRecall(RecallService):
     @override
     async def _candidates(self, request: RecallRequest, parsed: ParsedQuery, text: str, *,
                           hint: TimeHint | None, favoured: set[str]
-                          ) -> tuple[list[_Candidate], Coverage | None]:
-        found, matcher = await super()._candidates(request, parsed, text, hint=hint,
-                                                   favoured=favoured)
+                          ) -> tuple[list[_Candidate], Coverage | None, Coverage | None]:
+        found, matcher, named = await super()._candidates(request, parsed, text, hint=hint,
+                                                          favoured=favoured)
         self.trace.candidates = found
-        return found, matcher
+        return found, matcher, named
 
     @override
     def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
-              matcher: Coverage | None, query: str = "") -> list[_Packed]:
+              matcher: Coverage | None, query: str = "", named: Coverage | None = None
+              ) -> list[_Packed]:
         packed = super()._pack(tiers, top_k=top_k, max_tokens=max_tokens, matcher=matcher,
-                               query=query)
+                               query=query, named=named)
         self.trace.ranked = [c for tier in tiers for c in tier]
         self.trace.lower_tier = {c.memory.id for tier in tiers[1:] for c in tier}
         self.trace.packed = list(packed)
