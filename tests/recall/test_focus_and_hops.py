@@ -381,7 +381,6 @@ class TestCountingQuestions:
         assert first == {"n0", "n2", "n4"}, body["memories"]
 
 
-
 # A day that identifies the person (n1), a day with their age among notes whose one line
 # shares a word of the question with no bearing on it (n6: "护士站", "nurse reunion"), and
 # two days of unrelated notes.
