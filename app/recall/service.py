@@ -838,7 +838,7 @@ def _hop_names(names: QueryTerms, candidates: list[_Candidate]) -> Coverage | No
     texts = [c.memory.text for c in candidates]
     found = Coverage(names, texts)
     rare = frozenset(n for n, held in found.holding.items()
-                     if 0 < held <= found.documents * _NAMES_HELD_BY)
+                     if 0 < held <= len(texts) * _NAMES_HELD_BY)
     return Coverage(names.only(rare), texts) if rare else None
 
 

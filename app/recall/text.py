@@ -234,8 +234,11 @@ class Coverage:
         n = len(documents)
         self._weights: list[float] = []
         absent = []
+        # How many of the documents hold each term, by its name (none without documents).
+        self.holding: dict[str, int] = dict.fromkeys(self._names, 0)
         for i, column in enumerate(zip(*present, strict=True) if present else ()):
-            held = any(column)
+            held = sum(column)
+            self.holding[self._names[i]] = held
             if not held:
                 absent.append(self._names[i])
             # A term no candidate holds weighs like a rare one, not more: it cannot tell the
@@ -246,15 +249,10 @@ class Coverage:
             if (drop_absent or i >= first_guessed) and not held:
                 self._weights.append(0.0)
                 continue
-            self._weights.append(idf(n, sum(column)))
+            self._weights.append(idf(n, held))
         self._total = sum(self._weights)
         self.scores = [self._share(row) for row in present]
         self.absent = frozenset(absent)  # the query's terms no document holds
-        # How many of the documents hold each term, by its name (none without documents).
-        self.holding = dict.fromkeys(self._names, 0) | {
-            name: sum(column) for name, column in zip(self._names, zip(*present, strict=True),
-                                                      strict=False)}
-        self.documents = n
 
     def _present(self, text: str) -> list[bool]:
         lowered = text.lower()
