@@ -24,7 +24,10 @@ Pipeline (one request):
    a band a little stricter (`ModelProfile.cross_script_shift`). `min_score` applies to
    relevance. The ranking uses
    the same mix with the vector's weight scaled by the share of the query the model can
-   read (`ranking`; most Chinese characters are [UNK] to MiniLM, none to e5). Then
+   read (`ranking`; most Chinese characters are [UNK] to MiniLM, none to e5), and for a
+   memory of one speaker's statements its best line's share of the query counting half
+   (`_ranking_cover`: one line holding the question's words answers it, several lines
+   holding one each do not). Then
    `score = ranking × decay × boosts`: decay for age beyond `recall_decay_after_days`
    (half-life, floor), importance, tier (long-term facts up), other branches (down), the
    named date (up), what a reference phrase points to (up).
@@ -536,7 +539,8 @@ class RecallService:
             rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
             c.keyword = 0.5 * cover + 0.5 * rank_part
             c.relevance = (1 - weight) * c.vector + weight * c.keyword
-            c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * c.keyword
+            c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * (
+                0.5 * _ranking_cover(c.memory, cover, matcher) + 0.5 * rank_part)
             if across_band is not None and in_another_script(terms, c.memory.text):
                 # No word of the question can be in it: its relevance is the vector part
                 # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
@@ -821,6 +825,26 @@ _HOP_FROM = 3  # memories whose lines a second hop may start from (`_bridge`)
 _NAMES_FROM = 0.5
 _NAMES_HELD_BY = 0.5
 _EXTRA = 20  # memories taken from a date window or a referenced session
+
+
+def _ranking_cover(memory: MemoryRecord, cover: float, matcher: Coverage | None) -> float:
+    """The share of the question a memory covers, as its ranking counts it.
+
+    A memory of one speaker's statements (a day of notes, a list of facts; `_one_speaker`)
+    is a set of facts, one a line: the line holding the question's words answers it
+    ("设计前沿论坛的持续时间是三天" for "设计前沿论坛的持续时间是什么？"), several lines
+    holding one word each do not ("设计前沿论坛的主要内容是…", "高尔夫友谊赛的持续时间是
+    一天"), though both memories hold every word. Its best line's share counts half.
+    A dialogue's answer spans turns: its whole share. Only the ranking: whether a memory
+    passes `min_score` (its relevance) does not depend on how its facts are split into
+    lines.
+    """
+    if matcher is None or cover <= 0:
+        return cover
+    units = _lines(memory)
+    if not _one_speaker(units):
+        return cover
+    return 0.5 * (cover + max(matcher.share(line) for _, line in units))
 
 
 def _hop_names(names: QueryTerms, candidates: list[_Candidate]) -> Coverage | None:
