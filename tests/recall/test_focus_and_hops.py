@@ -436,10 +436,12 @@ class TestWhatTheHopIdentified:
 # The answer's day first, then a day whose lines each hold one of the question's words (and
 # is newer, so a tie would go to it).
 SPLIT_DAYS = {
-    "zh": ["最近在学一门新的编程语言，进展不快。", "谢谢你的建议。", "设计前沿论坛的持续时间是三天。",
-           "晚饭吃了饺子。", "下午开了一个很长的会。", "想喝奶茶。",
-           "设计前沿论坛的主要内容是探讨设计理论和创新案例。", "今天学了一道新菜，清蒸鲈鱼。",
-           "高尔夫友谊赛的持续时间是一天。", "读书分享会的持续时间是两个小时。", "周末想去爬山。",
+    "zh": ["最近在学一门新的编程语言，进展不快。", "谢谢你的建议。",
+           "设计前沿论坛的持续时间是三天。", "晚饭吃了饺子。",
+           "下午开了一个很长的会。", "想喝奶茶。",
+           "设计前沿论坛的主要内容是探讨设计理论和创新案例。",
+           "今天学了一道新菜，清蒸鲈鱼。", "高尔夫友谊赛的持续时间是一天。",
+           "读书分享会的持续时间是两个小时。", "周末想去爬山。",
            "我养的猫今天又把花盆打翻了。"],
     "en": ["I'm learning a new programming language, slow going.", "Thanks for the advice.",
            "The Design Frontier Forum lasts three days.", "Had dumplings for dinner.",
