@@ -832,8 +832,8 @@ def _ranking_cover(memory: MemoryRecord, cover: float, matcher: Coverage | None)
 
     A memory of one speaker's statements (a day of notes, a list of facts; `_one_speaker`)
     is a set of facts, one a line: the line holding the question's words answers it
-    ("设计前沿论坛的持续时间是三天" for "设计前沿论坛的持续时间是什么？"), several lines
-    holding one word each do not ("设计前沿论坛的主要内容是…", "高尔夫友谊赛的持续时间是
+    ("城市设计论坛的持续时间是三天" for "城市设计论坛的持续时间是什么？"), several lines
+    holding one word each do not ("城市设计论坛的主要内容是…", "高尔夫友谊赛的持续时间是
     一天"), though both memories hold every word. Its best line's share counts half.
     A dialogue's answer spans turns: its whole share. Only the ranking: whether a memory
     passes `min_score` (its relevance) does not depend on how its facts are split into

@@ -437,22 +437,22 @@ class TestWhatTheHopIdentified:
 # is newer, so a tie would go to it).
 SPLIT_DAYS = {
     "zh": ["最近在学一门新的编程语言，进展不快。", "谢谢你的建议。",
-           "设计前沿论坛的持续时间是三天。", "晚饭吃了饺子。",
+           "城市设计论坛的持续时间是三天。", "晚饭吃了饺子。",
            "下午开了一个很长的会。", "想喝奶茶。",
-           "设计前沿论坛的主要内容是探讨设计理论和创新案例。",
+           "城市设计论坛的主要内容是探讨设计理论和创新案例。",
            "今天学了一道新菜，清蒸鲈鱼。", "高尔夫友谊赛的持续时间是一天。",
            "读书分享会的持续时间是两个小时。", "周末想去爬山。",
            "我养的猫今天又把花盆打翻了。"],
     "en": ["I'm learning a new programming language, slow going.", "Thanks for the advice.",
-           "The Design Frontier Forum lasts three days.", "Had dumplings for dinner.",
+           "The Urban Design Forum lasts three days.", "Had dumplings for dinner.",
            "Sat through a very long meeting this afternoon.", "I keep craving bubble tea.",
-           "The Design Frontier Forum is about new design theory and case studies.",
+           "The Urban Design Forum is about new design theory and case studies.",
            "Learned to steam sea bass today.", "The golf friendly match lasts one day.",
            "The book club meeting lasts two hours, a long evening.",
            "Want to go hiking this weekend.", "My cat knocked over the flower pot again today."],
 }
-SPLIT_QUERIES = {"zh": "设计前沿论坛的持续时间是什么？",
-                 "en": "How long does the Design Frontier Forum last?"}
+SPLIT_QUERIES = {"zh": "城市设计论坛的持续时间是什么？",
+                 "en": "How long does the Urban Design Forum last?"}
 
 
 class TestOneLineAnswers:
