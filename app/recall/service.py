@@ -375,10 +375,18 @@ class RecallService:
                 if kept is None or c.score > kept.score:
                     best[c.memory.id] = c
         merged = list(best.values())
-        return merged, Coverage(terms, [c.memory.text for c in merged],
-                                 equivalents=self._settings.recall_equivalents,
-                                 drop_absent=parsed.counts) if terms else None, \
-            _hop_names(names, merged)
+        matcher = None
+        if terms:
+            # One question and its hop: the first search's candidates were read for these
+            # very terms already.
+            first, first_matcher = results[0]
+            known = first_matcher.rows_by([c.memory.id for c in first]) \
+                if first_matcher is not None and parts[0][1] is terms else {}
+            matcher = Coverage(terms, [c.memory.text for c in merged],
+                               equivalents=self._settings.recall_equivalents,
+                               drop_absent=parsed.counts,
+                               rows=[known.get(c.memory.id) for c in merged])
+        return merged, matcher, _hop_names(names, merged)
 
     def _bridge(self, part: str, found: list[_Candidate], matcher: Coverage | None
                 ) -> str | None:
@@ -533,14 +541,14 @@ class RecallService:
                                                   bands[False][1] + shift)
         reference = _utc(request.as_of) if request.as_of else _newest(candidates)
         about_question = parsed.reference is not None and parsed.reference.about_question
-        for c, cover in zip(candidates, covered, strict=True):
+        for index, (c, cover) in enumerate(zip(candidates, covered, strict=True)):
             floor, ceiling = bands[chinese and has_han(c.memory.text)]
             c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
             rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
             c.keyword = 0.5 * cover + 0.5 * rank_part
             c.relevance = (1 - weight) * c.vector + weight * c.keyword
             c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * (
-                0.5 * _ranking_cover(c.memory, cover, matcher) + 0.5 * rank_part)
+                0.5 * _ranking_cover(c.memory, cover, matcher, index) + 0.5 * rank_part)
             if across_band is not None and in_another_script(terms, c.memory.text):
                 # No word of the question can be in it: its relevance is the vector part
                 # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
@@ -827,8 +835,10 @@ _NAMES_HELD_BY = 0.5
 _EXTRA = 20  # memories taken from a date window or a referenced session
 
 
-def _ranking_cover(memory: MemoryRecord, cover: float, matcher: Coverage | None) -> float:
-    """The share of the question a memory covers, as its ranking counts it.
+def _ranking_cover(memory: MemoryRecord, cover: float, matcher: Coverage | None,
+                   index: int) -> float:
+    """The share of the question a memory covers, as its ranking counts it (`index`: the
+    memory's among the documents of `matcher`).
 
     A memory of one speaker's statements (a day of notes, a list of facts; `_one_speaker`)
     is a set of facts, one a line: the line holding the question's words answers it
@@ -844,7 +854,7 @@ def _ranking_cover(memory: MemoryRecord, cover: float, matcher: Coverage | None)
     units = _lines(memory)
     if not _one_speaker(units):
         return cover
-    return 0.5 * (cover + max(matcher.share(line) for _, line in units))
+    return 0.5 * (cover + matcher.best_part_share(index, [line for _, line in units]))
 
 
 def _hop_names(names: QueryTerms, candidates: list[_Candidate]) -> Coverage | None:
@@ -863,7 +873,7 @@ def _hop_names(names: QueryTerms, candidates: list[_Candidate]) -> Coverage | No
     found = Coverage(names, texts)
     rare = frozenset(n for n, held in found.holding.items()
                      if 0 < held <= len(texts) * _NAMES_HELD_BY)
-    return Coverage(names.only(rare), texts) if rare else None
+    return found.only(names.only(rare)) if rare else None
 
 
 def _beyond(line: QueryTerms, question: QueryTerms) -> QueryTerms:

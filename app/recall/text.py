@@ -213,11 +213,16 @@ class Coverage:
     """
 
     def __init__(self, terms: QueryTerms, documents: Sequence[str], *,
-                 equivalents: bool = False, drop_absent: bool = False) -> None:
+                 equivalents: bool = False, drop_absent: bool = False,
+                 rows: Sequence[list[bool] | None] | None = None) -> None:
+        """`rows`: which terms a document holds where that is already known (`only`,
+        `rows_by`), for the terms in the same order; such a document is not read again."""
         def forms(term: str) -> tuple[str, ...]:
             return _EQUIVALENTS.get(term, (term,)) if equivalents else (term,)
 
-        self._names = [*sorted(terms.latin), *sorted(terms.cjk), *sorted(terms.guessed)]
+        self._equivalents, self._drop_absent = equivalents, drop_absent
+        self._documents = documents
+        self._names = _ordered(terms)
         self._terms = [(forms(t), False) for t in sorted(terms.latin)] + \
             [(forms(t), True) for t in sorted(terms.cjk)] + \
             [((t,), True) for t in sorted(terms.guessed)]
@@ -230,8 +235,10 @@ class Coverage:
             words = {w for group, cjk in self._terms if not cjk for w in group}
             alternatives = "|".join(re.escape(t) for t in sorted(words, key=len, reverse=True))
             self._latin = re.compile(rf"(?<![a-z0-9])(?:{alternatives})")
-        present = [self._present(d) for d in documents]
-        n = len(documents)
+        known = rows if rows is not None else [None] * len(documents)
+        present = [self._present(d) if row is None else row
+                   for d, row in zip(documents, known, strict=True)]
+        n = len(present)
         self._weights: list[float] = []
         absent = []
         # How many of the documents hold each term, by its name (none without documents).
@@ -251,8 +258,23 @@ class Coverage:
                 continue
             self._weights.append(idf(n, held))
         self._total = sum(self._weights)
+        self._rows = present
         self.scores = [self._share(row) for row in present]
         self.absent = frozenset(absent)  # the query's terms no document holds
+
+    def only(self, terms: QueryTerms) -> Coverage:
+        """The same documents weighed over only `terms` (a subset of this one's), from
+        what each document was found to hold: no second reading of them."""
+        column = {name: i for i, name in enumerate(self._names)}
+        keep = [column[name] for name in _ordered(terms)]
+        return Coverage(terms, self._documents, equivalents=self._equivalents,
+                        drop_absent=self._drop_absent,
+                        rows=[[row[i] for i in keep] for row in self._rows])
+
+    def rows_by(self, keys: Sequence[str]) -> dict[str, list[bool]]:
+        """Which terms each document holds, by the documents' keys (in their order): for a
+        `Coverage` of the same terms over some of the same documents (`rows`)."""
+        return dict(zip(keys, self._rows, strict=True))
 
     def _present(self, text: str) -> list[bool]:
         lowered = text.lower()
@@ -271,6 +293,27 @@ class Coverage:
             return 0.0
         return self._share(self._present(text))
 
+    def best_part_share(self, index: int, parts: Sequence[str]) -> float:
+        """The largest share any one of `parts` holds, where the parts (a memory's lines)
+        are pieces of document `index`: the same as the best `share(part)`, but a part can
+        only hold terms its document holds, so only those are looked for. A recall asks this
+        of every candidate memory; looking for every term in every line cost a hop
+        question ~9 ms (docs/benchmarks.md §30)."""
+        if self._total <= 0:
+            return 0.0
+        held = [(self._weights[i], *self._terms[i]) for i, hit in enumerate(self._rows[index])
+                if hit and self._weights[i] > 0]
+        if not held:
+            return 0.0
+        latin = self._latin if any(not cjk for _, _, cjk in held) else None
+        best = 0.0
+        for part in parts:
+            lowered = part.lower()
+            found = set(latin.findall(lowered)) if latin else set()
+            best = max(best, sum(w for w, group, cjk in held
+                                 if any((t in lowered) if cjk else (t in found) for t in group)))
+        return best / self._total
+
     def held_share(self, text: str) -> float:
         """The share in `text` of the query's terms that some document holds: without the
         words of the question that no candidate has (scaffolding, or an attribute the
@@ -280,6 +323,11 @@ class Coverage:
                 if name not in self.absent]
         total = sum(w for w, _ in held)
         return sum(w for w, hit in held if hit) / total if total > 0 else 0.0
+
+
+def _ordered(terms: QueryTerms) -> list[str]:
+    """A query's term names in `Coverage`'s column order."""
+    return [*sorted(terms.latin), *sorted(terms.cjk), *sorted(terms.guessed)]
 
 
 def coverage(terms: QueryTerms, documents: Sequence[str]) -> list[float]:

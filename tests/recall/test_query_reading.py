@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.recall.references import ReferenceScope, parse_query, split_questions
-from app.recall.text import coverage, query_terms
+from app.recall.text import Coverage, coverage, query_terms
 from app.recall.when import find_time_hint, strip_phrase
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
@@ -117,6 +119,63 @@ class TestCoverage:
                                                                   doc: str) -> None:
         covered = coverage(query_terms(query), [doc, "something else entirely"])
         assert covered[0] > 0.4 and covered[1] == 0
+
+
+# Lines of a day of notes, Chinese and English, sharing words in different combinations.
+_NOTE_LINES = [
+    "用户: 城市设计论坛的持续时间是三天。", "用户: 城市设计论坛在深圳举行。",
+    "用户: 高尔夫友谊赛的持续时间是一天。", "用户: 我婶婶在深圳工作。", "用户: 今天天气不错。",
+    "user: The design forum runs for three days.", "user: Planning the forum in Shenzhen.",
+    "user: My aunt works in Shenzhen; the planner researched it.", "user: nice weather today",
+]
+_QUESTIONS = ["城市设计论坛的持续时间是什么？", "我婶婶在哪里工作？",
+              "How long does the design forum run?", "who planned research in Shenzhen",
+              "深圳的design forum持续时间"]
+
+
+class TestCoverageShortcuts:
+    """What recall asks of every candidate memory, answered from what its whole text was
+    found to hold, equals asking each line or each subset of terms from scratch."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(question=st.sampled_from(_QUESTIONS),
+           days=st.lists(st.lists(st.sampled_from(_NOTE_LINES), min_size=1, max_size=5),
+                         min_size=1, max_size=6))
+    def test_best_line_share_is_the_best_of_the_lines(self, question: str,
+                                                     days: list[list[str]]) -> None:
+        matcher = Coverage(query_terms(question), ["\n".join(lines) for lines in days])
+        for index, lines in enumerate(days):
+            assert matcher.best_part_share(index, lines) == max(matcher.share(line)
+                                                                for line in lines)
+
+    @settings(max_examples=60, deadline=None)
+    @given(question=st.sampled_from(_QUESTIONS), keep=st.integers(0, 2**16),
+           days=st.lists(st.sampled_from(_NOTE_LINES), min_size=1, max_size=6))
+    def test_fewer_terms_weigh_as_if_read_again(self, question: str, keep: int,
+                                               days: list[str]) -> None:
+        terms = query_terms(question)
+        names = sorted(terms.names())
+        subset = terms.only(frozenset(n for i, n in enumerate(names) if keep >> i & 1))
+        fewer = Coverage(terms, days).only(subset)
+        again = Coverage(subset, days)
+        assert fewer.scores == again.scores and fewer.holding == again.holding
+        assert [fewer.share(line) for line in _NOTE_LINES] == \
+            [again.share(line) for line in _NOTE_LINES]
+
+    @settings(max_examples=60, deadline=None)
+    @given(question=st.sampled_from(_QUESTIONS),
+           first=st.lists(st.sampled_from(_NOTE_LINES), min_size=1, max_size=6),
+           more=st.lists(st.sampled_from(_NOTE_LINES), max_size=6))
+    def test_rows_already_read_weigh_as_if_read_again(self, question: str, first: list[str],
+                                                     more: list[str]) -> None:
+        terms = query_terms(question)
+        known = Coverage(terms, first).rows_by(first)
+        merged = [*dict.fromkeys(first + more)]
+        reused = Coverage(terms, merged, rows=[known.get(text) for text in merged])
+        again = Coverage(terms, merged)
+        assert reused.scores == again.scores and reused.absent == again.absent
+        assert [reused.share(line) for line in _NOTE_LINES] == \
+            [again.share(line) for line in _NOTE_LINES]
 
 
 class TestCountingQuestions:
