@@ -297,8 +297,7 @@ class Coverage:
         """The largest share any one of `parts` holds, where the parts (a memory's lines)
         are pieces of document `index`: the same as the best `share(part)`, but a part can
         only hold terms its document holds, so only those are looked for. A recall asks this
-        of every candidate memory; looking for every term in every line cost a hop
-        question ~9 ms (docs/benchmarks.md §30)."""
+        of every candidate memory (docs/benchmarks.md §30)."""
         if self._total <= 0:
             return 0.0
         held = [(self._weights[i], *self._terms[i]) for i, hit in enumerate(self._rows[index])
