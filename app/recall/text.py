@@ -276,11 +276,16 @@ class Coverage:
         `Coverage` of the same terms over some of the same documents (`rows`)."""
         return dict(zip(keys, self._rows, strict=True))
 
-    def _present(self, text: str) -> list[bool]:
+    def _present(self, text: str, columns: Sequence[int] | None = None) -> list[bool]:
+        """Which terms `text` holds: all of them, or those of `columns` (in that order)."""
         lowered = text.lower()
-        found = set(self._latin.findall(lowered)) if self._latin else set()
+        terms, latin = self._terms, self._latin
+        if columns is not None:
+            terms = [self._terms[i] for i in columns]
+            latin = latin if any(not cjk for _, cjk in terms) else None
+        found = set(latin.findall(lowered)) if latin else set()
         return [any((t in lowered) if cjk else (t in found) for t in group)
-                for group, cjk in self._terms]
+                for group, cjk in terms]
 
     def _share(self, row: Sequence[bool]) -> float:
         if self._total <= 0:
@@ -298,19 +303,12 @@ class Coverage:
         are pieces of document `index`: the same as the best `share(part)`, but a part can
         only hold terms its document holds, so only those are looked for. A recall asks this
         of every candidate memory (docs/benchmarks.md §30)."""
-        if self._total <= 0:
-            return 0.0
-        held = [(self._weights[i], *self._terms[i]) for i, hit in enumerate(self._rows[index])
-                if hit and self._weights[i] > 0]
+        held = [i for i, hit in enumerate(self._rows[index]) if hit and self._weights[i] > 0]
         if not held:
             return 0.0
-        latin = self._latin if any(not cjk for _, _, cjk in held) else None
-        best = 0.0
-        for part in parts:
-            lowered = part.lower()
-            found = set(latin.findall(lowered)) if latin else set()
-            best = max(best, sum(w for w, group, cjk in held
-                                 if any((t in lowered) if cjk else (t in found) for t in group)))
+        rows = (self._present(part, held) for part in parts)
+        best = max((sum(self._weights[i] for i, hit in zip(held, row, strict=True) if hit)
+                    for row in rows), default=0.0)
         return best / self._total
 
     def held_share(self, text: str) -> float:
