@@ -276,16 +276,9 @@ class Coverage:
         `Coverage` of the same terms over some of the same documents (`rows`)."""
         return dict(zip(keys, self._rows, strict=True))
 
-    def _present(self, text: str, columns: Sequence[int] | None = None) -> list[bool]:
-        """Which terms `text` holds: all of them, or those of `columns` (in that order)."""
-        lowered = text.lower()
-        terms, latin = self._terms, self._latin
-        if columns is not None:
-            terms = [self._terms[i] for i in columns]
-            latin = latin if any(not cjk for _, cjk in terms) else None
-        found = set(latin.findall(lowered)) if latin else set()
-        return [any((t in lowered) if cjk else (t in found) for t in group)
-                for group, cjk in terms]
+    def _present(self, text: str) -> list[bool]:
+        """Which of the query's terms `text` holds."""
+        return _holds(text, self._terms, self._latin)
 
     def _share(self, row: Sequence[bool]) -> float:
         if self._total <= 0:
@@ -306,7 +299,10 @@ class Coverage:
         held = [i for i, hit in enumerate(self._rows[index]) if hit and self._weights[i] > 0]
         if not held:
             return 0.0
-        rows = (self._present(part, held) for part in parts)
+        # The held terms and their regex are picked once per memory, not once per line.
+        terms = [self._terms[i] for i in held]
+        latin = self._latin if any(not cjk for _, cjk in terms) else None
+        rows = (_holds(part, terms, latin) for part in parts)
         best = max((sum(self._weights[i] for i, hit in zip(held, row, strict=True) if hit)
                     for row in rows), default=0.0)
         return best / self._total
@@ -320,6 +316,16 @@ class Coverage:
                 if name not in self.absent]
         total = sum(w for w, _ in held)
         return sum(w for w, hit in held if hit) / total if total > 0 else 0.0
+
+
+def _holds(text: str, terms: Sequence[tuple[tuple[str, ...], bool]],
+           latin: re.Pattern[str] | None) -> list[bool]:
+    """Which of `terms` (each its forms and whether it is CJK, as `Coverage` keeps them)
+    `text` holds; `latin` matches their Latin forms at a word's start."""
+    lowered = text.lower()
+    found = set(latin.findall(lowered)) if latin else set()
+    return [any((t in lowered) if cjk else (t in found) for t in group)
+            for group, cjk in terms]
 
 
 def _ordered(terms: QueryTerms) -> list[str]:
