@@ -241,6 +241,8 @@ class Outcome:
     seconds: float
     first: list[str] = field(default_factory=list)  # msg_ids of the first memory
     missed: list[str] = field(default_factory=list)  # evidence not returned
+    # (memory id, its msg_ids, score) in the order returned: what a refactor must keep
+    returned: list[tuple[str, list[str], float]] = field(default_factory=list)
 
 
 @dataclass
@@ -271,6 +273,7 @@ async def recall_one(client: httpx.AsyncClient, q: Question, setting: Setting,
         seconds=seconds,
         first=sorted(first),
         missed=sorted(q.evidence - returned),
+        returned=[(m["id"], m["msg_ids"], m["score"]) for m in memories],
     )
 
 
@@ -360,7 +363,8 @@ def write_dump(path: Path, questions: list[Question],
         "namespace": q.namespace, "question": q.text, "category": q.category,
         "evidence": sorted(q.evidence),
         "results": {label: {"recall": round(outcomes[index].recall, 3),
-                            "first": outcomes[index].first, "missed": outcomes[index].missed}
+                            "first": outcomes[index].first, "missed": outcomes[index].missed,
+                            "returned": outcomes[index].returned}
                     for label, outcomes in results.items()},
     }, ensure_ascii=False) for index, q in enumerate(questions)]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
@@ -395,7 +399,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=None, help="only the first N samples")
     parser.add_argument("--every", type=int, default=1,
                         help="only every N-th sample (a spread-out subset)")
-    parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
+    parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",") if x],
                         default=[500, 1000, 1500])
     parser.add_argument("--topks", type=lambda s: [int(x) for x in s.split(",") if x],
                         default=[1, 5, 10])
