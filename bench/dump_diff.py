@@ -6,6 +6,8 @@ setting both have, prints BASE's overall evidence recall and hit@1, the same wit
 outcomes in place of BASE's for the questions OTHER asked (the overall figure OTHER's
 settings would give on BASE's questions), and how many of those questions gained or lost.
 `--show N` lists the first N questions that changed, with the evidence each one missed.
+Where both dumps list the returned memories, it also counts the answers that are identical
+(the same memories, msg_ids, order and scores).
 
 Usage::
 
@@ -73,6 +75,14 @@ def main() -> None:
               f"; {gained} questions gained, {lost} lost")
         changed += [(label, row, b, a) for row, b, a in zip(base, before, after, strict=True)
                     if a != b]
+        # The whole answer (memories, their lines, their order, scores), where both dumps
+        # have it: what a refactor must keep.
+        same = [row["results"][label].get("returned") == r["results"][label].get("returned")
+                for row, r in zip(base, replaced, strict=True) if r is not None
+                and "returned" in row["results"][label] and "returned" in r["results"][label]]
+        if same:
+            print(f"  {label}: {sum(same)} of {len(same)} answers identical (memories, "
+                  f"msg_ids, order, scores)")
     for label, row, b, a in changed[:args.show]:
         print(f"- [{label}] {row['namespace']}: {row['question']!r} {b:.2f} -> {a:.2f}; "
               f"missed before {row['results'][label]['missed']}")
