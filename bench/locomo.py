@@ -307,6 +307,8 @@ def report(questions: list[Question], results: dict[str, list[Outcome]],
                        for c in categories)
     lines += ["", f"{len(questions)} questions ({counts})."]
     latencies = [o.seconds * 1000 for s in settings for o in results[s.label]]
+    if not latencies:
+        return "\n".join(lines)  # ingest only
     lines.append(
         f"Recall latency over {len(latencies)} calls (in-process HTTP, sequential): "
         f"p50 {percentile(latencies, 50):.1f} ms, p95 {percentile(latencies, 95):.1f} ms, "
