@@ -1,16 +1,20 @@
 """Which rows a query reads: SQL literals and the filters of listings and searches.
 
-LanceDB filters are DataFusion SQL. `SearchFilter` is also evaluated in process, over the
-namespace copies of namespace_cache.py.
+LanceDB filters are DataFusion SQL. A recall's `SearchFilter` is also evaluated in process,
+over the namespace copies of namespace_cache.py: it is written once, as a list of clauses,
+and each clause is rendered both to SQL and to a numpy mask, with the same meaning (a null
+never matches), so the two cannot drift apart (tests/storage/test_filters.py).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 
 def sql_str(value: str) -> str:
@@ -28,6 +32,18 @@ def sql_time(value: datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return f"TIMESTAMP '{value.astimezone(UTC).isoformat()}'"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def utc_micros(value: datetime) -> int:
+    """Microseconds since the epoch (naive datetimes are taken as UTC), as LanceDB stores
+    a timestamp."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    delta = value.astimezone(UTC) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,50 @@ class MemoryFilter:
         return " AND ".join(parts)
 
 
+# A memory's time as a search filter reads it: its messages' time range, or its creation
+# time when it has none. A namespace copy holds both precomputed (namespace_cache.py).
+MEMORY_END = "coalesce(time_end, created_at)"
+MEMORY_START = "coalesce(time_start, created_at)"
+
+Mask = np.ndarray[Any, np.dtype[np.bool_]]
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One condition on one column (or on `MEMORY_END` / `MEMORY_START`).
+
+    `=` and `in` compare strings, `>=` and `<=` a time. A null value never matches, in SQL
+    (a comparison with null is not true) and in `mask` alike.
+    """
+
+    column: str
+    op: Literal["=", "in", ">=", "<="]
+    value: str | tuple[str, ...] | datetime
+
+    def sql(self) -> str:
+        value = self.value
+        if isinstance(value, tuple):
+            return sql_in(self.column, value)
+        if isinstance(value, datetime):
+            return f"{self.column} {self.op} {sql_time(value)}"
+        return f"{self.column} = {sql_str(value)}"
+
+    def mask(self, column: np.ndarray[Any, Any]) -> Mask:
+        """Where the clause holds, over a column given as an object array of strings (None
+        for null) or, for a time, float64 UTC microseconds (NaN for null: every comparison
+        with NaN is false). Microseconds are exact in a float64 until the year 2255."""
+        value = self.value
+        if isinstance(value, tuple):
+            keep = np.zeros(len(column), dtype=bool)
+            for item in value:  # not np.isin: it may sort, and None does not sort with str
+                keep |= column == item
+            return keep
+        if isinstance(value, datetime):
+            bound = float(utc_micros(value))
+            return np.asarray(column >= bound if self.op == ">=" else column <= bound)
+        return np.asarray(column == value, dtype=bool)
+
+
 @dataclass(frozen=True)
 class SearchFilter:
     """Which memories a recall may return. The namespace is always part of the filter.
@@ -74,19 +134,33 @@ class SearchFilter:
     time_to: datetime | None = None
     states: tuple[str, ...] = ("active",)
 
-    def to_sql(self) -> str:
-        parts = [f"namespace = {sql_str(self.namespace)}", sql_in("state", self.states)]
+    def clauses(self) -> list[Clause]:
+        """The filter as clauses; a row is kept when it meets every one."""
+        found = [Clause("namespace", "=", self.namespace), Clause("state", "in", self.states)]
         for column, values in (("branch", self.branches), ("category", self.categories),
                                ("tier", self.tiers)):
             if values is not None:
-                parts.append(sql_in(column, values))
+                found.append(Clause(column, "in", values))
         if self.session_id is not None:
-            parts.append(f"session_id = {sql_str(self.session_id)}")
+            found.append(Clause("session_id", "=", self.session_id))
         if self.time_from is not None:
-            parts.append(f"coalesce(time_end, created_at) >= {sql_time(self.time_from)}")
+            found.append(Clause(MEMORY_END, ">=", self.time_from))
         if self.time_to is not None:
-            parts.append(f"coalesce(time_start, created_at) <= {sql_time(self.time_to)}")
-        return " AND ".join(parts)
+            found.append(Clause(MEMORY_START, "<=", self.time_to))
+        return found
+
+    def to_sql(self) -> str:
+        """The filter for LanceDB."""
+        return " AND ".join(clause.sql() for clause in self.clauses())
+
+    def mask(self, columns: Mapping[str, np.ndarray[Any, Any]]) -> Mask:
+        """The rows the filter keeps, of rows given as one array per column a clause names
+        (all of one length; see `Clause.mask` for their types)."""
+        first, *rest = self.clauses()
+        keep = first.mask(columns[first.column])
+        for clause in rest:
+            keep &= clause.mask(columns[clause.column])
+        return keep
 
 
 # Quote marks, straight and typographic, Western and CJK: in a full-text query string they
