@@ -27,17 +27,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from app.storage.filters import MEMORY_END, MEMORY_START
-
-if TYPE_CHECKING:
-    from app.storage.repository import SearchFilter
+from app.storage.filters import MEMORY_END, MEMORY_START, SearchFilter, sql_str
 
 log = structlog.get_logger(__name__)
 
@@ -365,8 +362,6 @@ class NamespaceCache:
         return counted is not None and time.monotonic() - counted < _RECOUNT_SECONDS
 
     async def _load(self, namespace: str, version: int) -> _Copy | None:
-        from app.storage.repository import sql_str
-
         where = f"namespace = {sql_str(namespace)}"
         if await self._table.count_rows(where) > self.max_namespace_rows:
             self._too_large[namespace] = time.monotonic()
