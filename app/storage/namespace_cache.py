@@ -18,6 +18,10 @@ next keyword search starts the reload, so it overlaps the query's embedding.
 Memory: a row costs ~2.5 KB (vector and text); at most `namespace_cache_max_rows` rows are
 held, least recently used namespaces first out, and no namespace above
 `namespace_cache_max_namespace_rows` (settings; 0 turns the copies off).
+
+One file (past 400 lines) because the copies and the version bookkeeping that keeps them
+exact are one piece: each change a write reports is applied by `_Copy.apply` and ordered by
+`NamespaceCache`, and neither is correct without the other.
 """
 
 from __future__ import annotations
