@@ -60,6 +60,13 @@ class NamespaceStats:
 
 class Repository(MemoriesTable, SearchTable, MessagesTable, SessionsTable, EventsTable,
                  JobsTable, MetaTable, ArchiveTable):
+    """Every table's methods on one object (`repo.get_job`, `repo.vector_search`).
+
+    Parts of one class rather than one object per table: the parts share the writers, the
+    caches told of every write and the compaction counts (tables/base.py), and callers keep
+    the one handle they are given.
+    """
+
     @classmethod
     async def open(cls, settings: Settings, *, embedding_dim: int) -> Repository:
         """Connect, apply pending migrations and open every table.
