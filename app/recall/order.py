@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from app.recall.candidates import Candidate
-from app.recall.newer import RECALL_WINDOW, Rarity, newer_first
+from app.recall.newer import Rarity, newer_first
 from app.recall.query import Query
 from app.recall.text import Coverage
-from app.recall.tuning import CONTEXT_THRESHOLD_FACTOR, TIE_DECIMALS
+from app.recall.tuning import CONTEXT_THRESHOLD_FACTOR, NEWER_WINDOW, TIE_DECIMALS
 from app.storage.repository import Repository
 
 
@@ -64,9 +64,9 @@ async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],
     one from `below` (candidates under the threshold) that changes a returned fact.
     Per tier, so what a lower `min_score` lets in never reorders the default's tier.
     Returns the reordered tier and the candidates it took from `below`."""
-    head = ranked[:RECALL_WINDOW]
+    head = ranked[:NEWER_WINDOW]
     newcomers = sorted(below, key=lambda c: (c.score, c.when), reverse=True
-                       )[:RECALL_WINDOW] if head else []
+                       )[:NEWER_WINDOW] if head else []
     if len(head) + len(newcomers) < 2:
         return ranked, []
     both = [*head, *newcomers]

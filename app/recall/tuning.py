@@ -32,6 +32,14 @@ NAMES_FROM = 0.5
 # every line, names nothing).
 NAMES_HELD_BY = 0.5
 
+# --- query ---
+# Text shorter than this (characters) is not a question of its own: what follows a wrapper's
+# marker ("我真正想问的是：") is searched only from this length, and a short piece of a
+# compound query stays with the one before it.
+MIN_QUESTION_CHARS = 4
+# Sub-questions searched apart at most; the rest are searched together as the last one.
+MAX_QUESTION_PARTS = 4
+
 # --- score ---
 # Score factor for memories inside a date the query names ("on 3 June", "上周").
 TIME_BOOST = 1.4
@@ -56,6 +64,23 @@ REFERENCE_THRESHOLD_FACTOR = 0.7
 CONTEXT_THRESHOLD_FACTOR = 0.7
 # Scores equal to this many decimals are ties, broken by the more recent memory.
 TIE_DECIMALS = 3
+
+# --- newer facts (newer.py) ---
+# How far down a recall's ranking a newer statement is looked for: the head is what the
+# budget returns; further down a reorder changes nothing a caller sees.
+NEWER_WINDOW = 10
+# Older memories looked at per new memory after a build: the closest few by cosine are the
+# only ones that can pass `supersede_cosine`.
+SUPERSEDE_NEIGHBOURS = 5
+# After a build, the nearest memories the new one's terms are weighed among (`Rarity`): the
+# namespace's memories nearest to it, where its subject's words would recur if common.
+RARITY_NEIGHBOURS = 30
+# The share of the newer memory's terms the older one must hold to be about the same thing:
+# one word in common is not enough ("上午" in a check-up note and in a stand-up note, both
+# close for e5); "We moved from Berlin to Munich" holds one of its five terms, Berlin, of
+# "We live in Berlin". Set on the pairs of tests/recall/test_newer_facts.py and the notes of
+# tests/embedding/test_calibration.py, written for the purpose.
+SUBJECT_SHARE = 0.2
 
 # --- pack ---
 # A statement memory's matching lines (its core): at least this share of its best line's
