@@ -84,6 +84,16 @@ class TestStatements:
                        matcher=Coverage(query_terms("体检是哪天"), [notes.memory.text]))
         assert (packing.packed[0].text, packing.packed[0].msg_ids) == (self.NOTES[0], ["1"])
 
+    def test_lines_given_back_move_from_a_weaker_memory_that_returned_them(self) -> None:
+        notes = chat("notes", *self.NOTES)
+        later = chat("later", *self.NOTES[1:], ids=["2", "3"])
+        texts = [notes.memory.text, later.memory.text]
+        packing = pack([[notes, later]], top_k=10, max_tokens=100, count=words,
+                       query="体检是哪天", matcher=Coverage(query_terms("体检是哪天"), texts))
+        # The weaker memory held nothing else: it is dropped, the better one is whole.
+        assert [(p.candidate.memory.id, p.trimmed) for p in packing.packed] == \
+            [("notes", False)]
+
     def test_core_keeps_lines_with_half_the_best_lines_share(self) -> None:
         units = [(("1",), "user: Anna plays tennis on Sunday"),  # share 1
                  (("2",), "user: Anna plays chess"),  # 2/3
