@@ -26,8 +26,9 @@ from datetime import UTC, datetime
 from app.config import Settings
 from app.context.schemas import ContextMemory, ContextReason, ContextRequest, ContextResponse
 from app.embedding.pool import EmbeddingPool
+from app.recall.block import TokenCounter, render_block
+from app.recall.candidates import Candidate, Packed, public
 from app.recall.schemas import BlockLanguage
-from app.recall.service import TokenCounter, _Candidate, _Packed, _public, render_block
 from app.storage.records import MemoryRecord, SessionRecord
 from app.storage.repository import Repository
 from app.time_range import as_utc
@@ -93,8 +94,8 @@ class ContextService:
                       key=lambda c: (c[0].start_seq, c[0].part))
         chosen = head + tail
 
-        packed = [_Packed(_Candidate(m, score=m.importance / 10), m.text, list(m.msg_ids),
-                          tokens, trimmed=False) for m, _, tokens in chosen]
+        packed = [Packed(Candidate(m, score=m.importance / 10), m.text, list(m.msg_ids),
+                         tokens, trimmed=False) for m, _, tokens in chosen]
         language = request.language
         if language == BlockLanguage.auto:
             chinese = sum(1 for m, _, _ in chosen if m.language == "zh")
@@ -103,7 +104,7 @@ class ContextService:
         block, frame = render_block(packed, language=language)
         return ContextResponse(
             namespace=request.namespace,
-            memories=[ContextMemory(**_public(p).model_dump(), reason=reason)
+            memories=[ContextMemory(**public(p).model_dump(), reason=reason)
                       for p, (_, reason, _) in zip(packed, chosen, strict=True)],
             count=len(chosen),
             tokens=used,

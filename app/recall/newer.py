@@ -43,25 +43,10 @@ from typing import TypeVar
 import numpy as np
 
 from app.recall.text import QueryTerms, idf, latin_words, query_terms
+from app.recall.tuning import RARITY_NEIGHBOURS, SUBJECT_SHARE, SUPERSEDE_NEIGHBOURS
 from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import Repository, SearchFilter
 
-# Older memories looked at per new memory: the closest few by cosine are the only ones
-# that can pass `supersede_cosine`.
-_NEIGHBOURS = 5
-# After a build, the nearest memories the new one's terms are weighed among (`Rarity`): the
-# namespace's memories nearest to it, where its subject's words would recur if common.
-_RARITY_NEIGHBOURS = 30
-# How far down a recall's ranking a newer statement is looked for: the head is what the
-# budget returns; further down a reorder changes nothing a caller sees.
-RECALL_WINDOW = 10
-
-# The share of the newer memory's terms the older one must hold to be about the same thing:
-# one word in common is not enough ("上午" in a check-up note and in a stand-up note, both
-# close for e5); "We moved from Berlin to Munich" holds one of its five terms, Berlin, of
-# "We live in Berlin". Set on the pairs of tests/recall/test_newer_facts.py and the notes of
-# tests/embedding/test_calibration.py, written for the purpose.
-_SUBJECT_SHARE = 0.2
 _ROLE_LABEL = re.compile(r"^(?:user|assistant|system|tool): ", re.MULTILINE)
 
 T = TypeVar("T")
@@ -152,8 +137,8 @@ def subject_share(newer: str, older: str, rarity: Rarity) -> float:
 
 
 def share_a_subject(newer: str, older: str, rarity: Rarity) -> bool:
-    """At least `_SUBJECT_SHARE` of `newer`'s terms (weighted by rarity) are in `older`."""
-    return subject_share(newer, older, rarity) >= _SUBJECT_SHARE
+    """At least `SUBJECT_SHARE` of `newer`'s terms (weighted by rarity) are in `older`."""
+    return subject_share(newer, older, rarity) >= SUBJECT_SHARE
 
 
 def supersedes(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
@@ -181,9 +166,9 @@ async def mark_superseded(repo: Repository, records: Sequence[MemoryRecord], *,
         if record.vector is None:
             continue
         hits = await repo.vector_search(record.vector, SearchFilter(namespace=record.namespace),
-                                        limit=_RARITY_NEIGHBOURS)
+                                        limit=RARITY_NEIGHBOURS)
         rarity = Rarity([record.text, *(h.memory.text for h in hits if h.memory.id != record.id)])
-        for hit in hits[:_NEIGHBOURS + 1]:
+        for hit in hits[:SUPERSEDE_NEIGHBOURS + 1]:
             older = hit.memory
             if not supersedes(record, older, hit.cosine or 0.0, threshold=threshold,
                               rarity=rarity):

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from app.recall.tuning import MAX_QUESTION_PARTS, MIN_QUESTION_CHARS
+
 
 class ReferenceScope(StrEnum):
     recent = "recent"  # 刚才 / just now: the latest session
@@ -114,7 +116,6 @@ _COUNTING = re.compile(
 _PUNCT_ONLY = re.compile(r"^[\s\W_]*$")
 _QUESTION_END = re.compile(r"[?？]|(?=[,，;；。.!！]?\s*(?:另外|此外|and also|also)\s*[,，:：])",
                            re.IGNORECASE)
-_MIN_QUESTION_CHARS = 4
 
 
 def parse_query(query: str) -> ParsedQuery:
@@ -137,7 +138,7 @@ def parse_query(query: str) -> ParsedQuery:
                 end = _QUESTION_END.search(segment)
                 segment = segment[:end.end()] if end else segment
             segment = segment.strip(" ,，;；")
-            if len(segment) >= _MIN_QUESTION_CHARS:
+            if len(segment) >= MIN_QUESTION_CHARS:
                 questions.append(segment)
         if questions:
             text, unwrapped = " ".join(questions), True
@@ -170,7 +171,6 @@ _PART_BREAK = re.compile(
     r"\s*[,，:：]\s*",
     re.IGNORECASE,
 )
-_MAX_PARTS = 4
 
 
 def split_questions(text: str) -> list[str]:
@@ -182,10 +182,10 @@ def split_questions(text: str) -> list[str]:
         piece = piece.strip(" ,，;；")
         if not piece:
             continue
-        if parts and len(piece) < _MIN_QUESTION_CHARS:
+        if parts and len(piece) < MIN_QUESTION_CHARS:
             parts[-1] = f"{parts[-1]} {piece}"
         else:
             parts.append(piece)
-    if len(parts) > _MAX_PARTS:
-        parts = [*parts[:_MAX_PARTS - 1], " ".join(parts[_MAX_PARTS - 1:])]
+    if len(parts) > MAX_QUESTION_PARTS:
+        parts = [*parts[:MAX_QUESTION_PARTS - 1], " ".join(parts[MAX_QUESTION_PARTS - 1:])]
     return parts or [text]

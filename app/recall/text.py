@@ -295,7 +295,7 @@ class Coverage:
         """The largest share any one of `parts` holds, where the parts (a memory's lines)
         are pieces of document `index`: the same as the best `share(part)`, but a part can
         only hold terms its document holds, so only those are looked for. A recall asks this
-        of every candidate memory (docs/benchmarks.md §30)."""
+        of every candidate memory, once per line: looking for every term was its cost."""
         held = [i for i, hit in enumerate(self._rows[index]) if hit and self._weights[i] > 0]
         if not held:
             return 0.0

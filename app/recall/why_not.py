@@ -2,7 +2,7 @@
 
 `POST /v1/recall/why_not` takes a recall request plus `memory_ids` and runs that recall
 exactly as `POST /v1/recall` would (same searches, scores, threshold and packing: it calls
-`RecallService`, it does not copy it), watching its intermediate steps. For each id the
+`RecallService.trace`, it does not copy it) and reads the steps it returns. For each id the
 answer is the first rule that excluded the memory, in the order recall applies them:
 
 1. `not_found`: no such memory in this namespace (a memory of another namespace is
@@ -22,7 +22,7 @@ answer is the first rule that excluded the memory, in the order recall applies t
 The packing order is the recall's: what passes the configured `min_score` first (a lower
 per-call `min_score` only adds what fits after it), and within that a newer statement of a
 fact just ahead of the older one (newer.py). `rank` is the position in that order, and the
-packing reports each memory it passed over and why (`RecallService._passed_over`), so the
+packing reports each memory it passed over and why (`Packing.passed_over`), so the
 verdicts follow the packing's rules rather than re-deriving them.
 
 A why-not call records no hits: asking about a memory must not promote it.
@@ -31,26 +31,17 @@ A why-not call records no hits: asking about a memory must not promote it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import override
 
-from app.recall.hits import HitRecorder
-from app.recall.references import ParsedQuery
+from app.embedding.pool import EmbeddingPool
+from app.recall.candidates import Candidate, Packed, PassedOver, Trace, score_parts
 from app.recall.schemas import RecallRequest, RecallResponse, ScoreParts
-from app.recall.service import (
-    CANDIDATES,
-    CONTEXT_THRESHOLD_FACTOR,
-    PassedOver,
-    RecallService,
-    _Candidate,
-    _Packed,
-)
-from app.recall.text import Coverage
-from app.recall.when import TimeHint
+from app.recall.search import search_filter
+from app.recall.service import RecallService
+from app.recall.tuning import CANDIDATES, CONTEXT_THRESHOLD_FACTOR
 from app.storage.records import MemoryRecord
 from app.storage.repository import SearchFilter
 from app.time_range import as_utc
@@ -120,71 +111,7 @@ class WhyNotResponse(BaseModel):
     items: list[WhyNotItem] = Field(description="One per requested id, in request order.")
 
 
-# --- watching a recall -------------------------------------------------------------------
-
-
-@dataclass
-class _Trace:
-    candidates: list[_Candidate] = field(default_factory=list)
-    ranked: list[_Candidate] = field(default_factory=list)  # the packing order, all tiers
-    lower_tier: set[str] = field(default_factory=set)  # only the per-call min_score let in
-    packed: list[_Packed] = field(default_factory=list)
-    passed_over: dict[str, tuple[PassedOver, int]] = field(default_factory=dict)
-
-
-class _NoHits(HitRecorder):
-    """A hit recorder that records nothing (see the module docstring)."""
-
-    def __init__(self) -> None:  # nothing to flush, so none of the parent's state
-        pass
-
-    @override
-    def record(self, namespace: str, memory_ids: object) -> None:
-        return None
-
-
-class _TracedRecall(RecallService):
-    """The real recall, keeping its candidates, the ranked list and what it packed."""
-
-    def __init__(self, parent: RecallService) -> None:
-        super().__init__(parent._repo, parent._pool, _NoHits(), parent._settings)
-        self._sizes = parent._sizes  # share the caches: same data, same answers
-        self._tokens = parent._tokens  # the same TokenCounter
-        self.trace = _Trace()
-        self._query_vector: np.ndarray | None = None
-
-    async def query_vector(self, text: str) -> np.ndarray:
-        """The query's embedding, computed once per why-not call."""
-        if self._query_vector is None:
-            self._query_vector = (await self._pool.embed_query(text)).astype(np.float32)
-        return self._query_vector
-
-    @override
-    async def _candidates(self, request: RecallRequest, parsed: ParsedQuery, text: str, *,
-                          hint: TimeHint | None, favoured: set[str]
-                          ) -> tuple[list[_Candidate], Coverage | None, Coverage | None]:
-        found, matcher, named = await super()._candidates(request, parsed, text, hint=hint,
-                                                          favoured=favoured)
-        self.trace.candidates = found
-        return found, matcher, named
-
-    @override
-    def _pack(self, tiers: Sequence[Sequence[_Candidate]], *, top_k: int, max_tokens: int,
-              matcher: Coverage | None, query: str = "", named: Coverage | None = None
-              ) -> list[_Packed]:
-        packed = super()._pack(tiers, top_k=top_k, max_tokens=max_tokens, matcher=matcher,
-                               query=query, named=named)
-        self.trace.ranked = [c for tier in tiers for c in tier]
-        self.trace.lower_tier = {c.memory.id for tier in tiers[1:] for c in tier}
-        self.trace.packed = list(packed)
-        return packed
-
-    @override
-    def _passed_over(self, candidate: _Candidate, why: PassedOver, tokens: int) -> None:
-        self.trace.passed_over.setdefault(candidate.memory.id, (why, tokens))
-
-    def count(self, text: str) -> int:
-        return self._count_tokens(text)
+# --- reading a recall's trace ------------------------------------------------------------
 
 
 class WhyNotService:
@@ -192,18 +119,18 @@ class WhyNotService:
         self._recall = recall
 
     async def explain(self, request: WhyNotRequest) -> WhyNotResponse:
-        traced = _TracedRecall(self._recall)
-        result = await traced.recall(request)  # a recall request with one more field
-        trace = traced.trace
+        # A recall request with one more field; the trace records no hits.
+        result, trace = await self._recall.trace(request)
         wanted = list(dict.fromkeys(request.memory_ids))
-        found = {m.id: m for m in await traced._repo.get_memories(wanted, with_vector=True)
+        found = {m.id: m for m in await self._recall.repo.get_memories(wanted, with_vector=True)
                  if m.namespace == request.namespace}
-        where = traced._filter(request)
+        where = search_filter(request)
         scored = {c.memory.id: c for c in trace.candidates}
+        vector = _QueryVector(self._recall.pool)
         items: list[WhyNotItem] = []
         for memory_id in request.memory_ids:
             items.append(await self._one(memory_id, found.get(memory_id), result, trace,
-                                         scored, where, traced, request))
+                                         scored, where, vector, request))
         return WhyNotResponse(
             namespace=request.namespace, query=request.query, min_score=result.min_score,
             top_k=request.top_k, max_tokens=result.max_tokens, tokens=result.tokens,
@@ -211,8 +138,8 @@ class WhyNotService:
             items=items)
 
     async def _one(self, memory_id: str, memory: MemoryRecord | None, result: RecallResponse,
-                   trace: _Trace, scored: dict[str, _Candidate], where: SearchFilter,
-                   traced: _TracedRecall, request: RecallRequest) -> WhyNotItem:
+                   trace: Trace, scored: dict[str, Candidate], where: SearchFilter,
+                   vector: _QueryVector, request: RecallRequest) -> WhyNotItem:
         threshold = result.min_score
         if memory is None:
             return WhyNotItem(memory_id=memory_id, verdict=Verdict.not_found,
@@ -232,7 +159,7 @@ class WhyNotService:
                               state=memory.state, min_score=threshold, reason=sentence)
         candidate = scored.get(memory_id)
         if candidate is None:
-            cosine = await self._cosine(memory, result.search_text or request.query, traced)
+            cosine = await vector.cosine(memory, result.search_text or request.query)
             limit = CANDIDATES  # the same whatever top_k
             return WhyNotItem(
                 memory_id=memory_id, verdict=Verdict.not_candidate, state=memory.state,
@@ -244,8 +171,8 @@ class WhyNotService:
         base = WhyNotItem(memory_id=memory_id, verdict=Verdict.recalled, reason="",
                           state=memory.state, min_score=threshold,
                           relevance=round(candidate.relevance, 4),
-                          cosine=round(candidate.cosine, 4), explain=_explain(candidate),
-                          rank=_rank(trace.ranked, memory_id))
+                          cosine=round(candidate.cosine, 4), explain=score_parts(candidate),
+                          rank=_rank([c for tier in trace.tiers for c in tier], memory_id))
         if memory_id in {m.id for m in result.memories}:
             return base.model_copy(update={"reason": "it was recalled"})
         if base.rank is None:
@@ -264,19 +191,19 @@ class WhyNotService:
         else:
             passed = "below the threshold, it was taken in as the newer statement of a " \
                 "returned fact"
-        if memory_id in trace.lower_tier:
+        if any(c.memory.id == memory_id for tier in trace.tiers[1:] for c in tier):
             passed += (" (only the per-call min_score lets it in, so it is packed after "
                        "every memory that passes the configured one)")
-        over = trace.passed_over.get(memory_id)
+        over = trace.packing.passed_over.get(memory_id)
         why, tried = over if over is not None else (None, 0)
-        covering = _covering(memory, trace.packed)
+        covering = _covering(memory, trace.packing.packed)
         if covering or why is PassedOver.duplicate:
             return base.model_copy(update={
                 "verdict": Verdict.duplicate, "covered_by": covering,
                 "reason": "every line it holds was already returned by a better memory: "
                 + ", ".join(covering)})
         if why is PassedOver.matched_lines_returned:
-            holders = _holders(memory, trace.packed)
+            holders = _holders(memory, trace.packing.packed)
             return base.model_copy(update={
                 "verdict": Verdict.duplicate, "covered_by": holders,
                 "reason": "its lines that match the query were already returned by a "
@@ -288,42 +215,42 @@ class WhyNotService:
                 "reason": f"{passed} (rank #{base.rank}) but needs {tried} tokens, more "
                 f"than were left at its turn; {left} of max_tokens {result.max_tokens} "
                 "were left at the end"})
-        if len(trace.packed) >= request.top_k:
+        if len(trace.packing.packed) >= request.top_k:
             return base.model_copy(update={
                 "verdict": Verdict.top_k,
                 "reason": f"{passed} but ranked #{base.rank}; top_k "
                 f"{request.top_k} memories were returned before its turn"})
-        needed = traced.count(memory.text)
+        needed = self._recall.tokens.count(memory.text)
         return base.model_copy(update={
             "verdict": Verdict.budget, "tokens": needed, "tokens_left": left,
             "reason": f"{passed} (rank #{base.rank}) but the budget was full before its "
             f"turn: it needs {needed} tokens and only {left} of max_tokens "
             f"{result.max_tokens} were left"})
 
-    async def _cosine(self, memory: MemoryRecord, text: str, traced: _TracedRecall
-                      ) -> float | None:
+
+class _QueryVector:
+    """The query's embedding, computed once per why-not call, and cosines to it."""
+
+    def __init__(self, pool: EmbeddingPool) -> None:
+        self._pool = pool
+        self._vector: np.ndarray | None = None
+
+    async def cosine(self, memory: MemoryRecord, text: str) -> float | None:
         if not memory.vector:
             return None
-        query = await traced.query_vector(text)
-        return float(np.asarray(memory.vector, dtype=np.float32) @ query)
+        if self._vector is None:
+            self._vector = (await self._pool.embed_query(text)).astype(np.float32)
+        return float(np.asarray(memory.vector, dtype=np.float32) @ self._vector)
 
 
-def _explain(c: _Candidate) -> ScoreParts:
-    return ScoreParts(
-        cosine=round(c.cosine, 4), vector=round(c.vector, 4), keyword=round(c.keyword, 4),
-        relevance=round(c.relevance, 4), ranking=round(c.ranking, 4), decay=round(c.decay, 4),
-        boost=round(c.boost, 4), importance=round(c.importance, 4), tier=round(c.tier, 4),
-        branch=round(c.branch, 4), time=round(c.time, 4), reference=round(c.reference, 4))
-
-
-def _rank(ranked: Sequence[_Candidate], memory_id: str) -> int | None:
+def _rank(ranked: Sequence[Candidate], memory_id: str) -> int | None:
     for index, c in enumerate(ranked, start=1):
         if c.memory.id == memory_id:
             return index
     return None
 
 
-def _covering(memory: MemoryRecord, packed: Sequence[_Packed]) -> list[str]:
+def _covering(memory: MemoryRecord, packed: Sequence[Packed]) -> list[str]:
     """The returned memories that hold all of `memory`'s messages, if together they do."""
     mine = {(memory.session_id, i) for i in memory.msg_ids}
     if not mine:
@@ -338,7 +265,7 @@ def _covering(memory: MemoryRecord, packed: Sequence[_Packed]) -> list[str]:
     return holders if not mine else []
 
 
-def _holders(memory: MemoryRecord, packed: Sequence[_Packed]) -> list[str]:
+def _holders(memory: MemoryRecord, packed: Sequence[Packed]) -> list[str]:
     """The returned memories that hold any of `memory`'s messages."""
     mine = {(memory.session_id, i) for i in memory.msg_ids}
     return [p.candidate.memory.id for p in packed

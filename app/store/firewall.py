@@ -7,7 +7,7 @@ would duplicate memories and, worse, make each recall feed the next store. A mes
 Engram's echo when either holds:
 
 1. **It carries an injection block** (any role): the preface of recall's Chinese or English
-   template (`app/recall/service.py`, imported, so a changed template is followed) appears
+   template (`app/recall/block.py`, imported, so a changed template is followed) appears
    in it. Compared after normalising both sides (`normalised`: Unicode NFKC, case folded,
    whitespace and punctuation dropped), so a block re-wrapped, re-indented or with its
    quotes changed is still recognised.
@@ -34,8 +34,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from app.recall.block import HEADINGS, PREFACE
 from app.recall.schemas import BlockLanguage
-from app.recall.service import _HEADINGS, _PREFACE
 
 # Roles whose messages may quote Engram's memories back (the model's own output and the
 # prompt an assistant built); a user repeating a memory is new information.
@@ -54,10 +54,10 @@ def normalised(text: str) -> str:
     return _DROPPED.sub("", unicodedata.normalize("NFKC", text).casefold())
 
 
-_PREFACES = tuple(normalised(_PREFACE[language]) for language in BlockLanguage
-                  if language in _PREFACE)
-_FRAME = frozenset(normalised(text) for language in BlockLanguage if language in _HEADINGS
-                   for text in (_PREFACE[language], *_HEADINGS[language].values()))
+_PREFACES = tuple(normalised(PREFACE[language]) for language in BlockLanguage
+                  if language in PREFACE)
+_FRAME = frozenset(normalised(text) for language in BlockLanguage if language in HEADINGS
+                   for text in (PREFACE[language], *HEADINGS[language].values()))
 
 
 def carries_block(content: str) -> bool:

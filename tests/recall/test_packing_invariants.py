@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.recall.service import CONTEXT_THRESHOLD_FACTOR
+from app.recall.tuning import CONTEXT_THRESHOLD_FACTOR
 from tests.helpers import store
 from tests.recall.test_focus_and_hops import returned_ids
 from tests.recall.test_recall_api import recall

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from app.embedding.names import DEFAULT_MODEL, E5_NAME
-from app.recall.service import whitespace_join_tokens
+from app.recall.block import whitespace_join_tokens
 from app.storage.records import MemoryRecord
 from tests.helpers import store
 

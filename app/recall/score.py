@@ -1,0 +1,173 @@
+"""Scoring: every candidate on one 0–1 scale, then its ranking score.
+
+`relevance = (1 − w) · vector + w · keyword`. `vector` is the cosine mapped linearly from
+the model profile's `cosine_floor` (0) to its `cosine_ceiling` (1), a band the profile
+shifts for a Chinese question against a Chinese memory (e5 puts any two Chinese texts
+closer than two English ones: `ModelProfile.cosine_band`); `keyword` is half the
+IDF-weighted share of the query's terms the memory contains (`text.coverage`) and half its
+BM25 relative to the best keyword hit, scaled by that hit's share. Both are absolute, so
+one `min_score` means the same in every store. `w` = the profile's `keyword_weight`, higher
+for Chinese queries with MiniLM, whose cosine says little about Chinese, so exact matches
+must carry the ranking. A memory in another script than every word of the query (an
+English question, a Chinese memory, or the reverse) can have no keyword part: for a model
+that reads both, its relevance (not its ranking) is the vector part alone, on a band a
+little stricter (`ModelProfile.cross_script_shift`). `min_score` applies to relevance.
+
+The ranking uses the same mix with the vector's weight scaled by the share of the query
+the model can read (most Chinese characters are [UNK] to MiniLM, none to e5), and for a
+memory of one speaker's statements its best line's share of the query counting half
+(`ranking_cover`). Then `score = ranking × decay × boosts`: decay for age beyond
+`recall_decay_after_days` (half-life, floor), importance, tier (long-term facts up), other
+branches (down), the named date (up), what a reference phrase points to (up).
+
+Why age is measured from the newest matching memory and not from the wall clock: a user
+who comes back after a quiet year asks about the same history as before, and an imported
+2023 conversation must not be wiped out by being old as a whole. What decay should do is
+let a recent memory beat an older one that matches as well; relative to the store's own
+present it does exactly that, and the floor keeps an old exact match ahead of a vague
+recent one. A client can pass `as_of` to measure from a given time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from app.config import Settings
+from app.recall.candidates import Candidate, utc
+from app.recall.lines import lines, one_speaker
+from app.recall.query import Query
+from app.recall.text import Coverage, QueryTerms, in_another_script
+from app.recall.tuning import (
+    IMPORTANCE_BOOST,
+    OTHER_BRANCH_FACTOR,
+    REFERENCE_BOOST,
+    TIER_BOOST,
+    TIME_BOOST,
+)
+from app.recall.when import TimeHint
+from app.scripts import has_han
+from app.storage.records import MemoryRecord
+
+_SECONDS_PER_DAY = 86_400.0
+
+
+def score(candidates: list[Candidate], query: Query, settings: Settings, *,
+          terms: QueryTerms, chinese: bool, unknown: float = 0.0) -> Coverage | None:
+    """Score every candidate in place; returns the query's term weights over them.
+
+    `terms`: the words of the question (or its part or hop) searched for; `chinese`: whether
+    that text is Chinese; `unknown`: the share of it the model cannot read.
+    """
+    if not candidates:
+        return None
+    s = settings
+    request, parsed, hint, favoured = query.request, query.parsed, query.hint, query.favoured
+    matcher = Coverage(terms, [c.memory.text for c in candidates],
+                       equivalents=s.recall_equivalents,
+                       drop_absent=parsed.counts) if terms else None
+    covered = matcher.scores if matcher else [0.0] * len(candidates)
+    best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
+    best_bm25 = candidates[best].bm25
+    best_cover = covered[best] if best_bm25 > 0 else 0.0
+    profile = s.model_profile
+    weight = profile.keyword_weight_zh if chinese else profile.keyword_weight
+    # The ranking trusts the cosine only as far as the model can read the query: the
+    # bundled English model sees most Chinese characters as [UNK], and its cosine then
+    # measures how much unknown text a memory has, not what it says. `min_score` keeps
+    # applying to `relevance` (the configured weights), so what passes is unchanged.
+    ranking_weight = 1 - (1 - weight) * (1 - unknown)
+    bands = cosine_bands(s)
+    shift = s.model_profile.cross_script_shift
+    across_band = None if shift is None else (bands[False][0] + shift,
+                                              bands[False][1] + shift)
+    reference = utc(request.as_of) if request.as_of else newest(candidates)
+    about_question = parsed.reference is not None and parsed.reference.about_question
+    for index, (c, cover) in enumerate(zip(candidates, covered, strict=True)):
+        floor, ceiling = bands[chinese and has_han(c.memory.text)]
+        c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
+        rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
+        c.keyword = 0.5 * cover + 0.5 * rank_part
+        c.relevance = (1 - weight) * c.vector + weight * c.keyword
+        c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * (
+            0.5 * ranking_cover(c.memory, cover, matcher, index) + 0.5 * rank_part)
+        if across_band is not None and in_another_script(terms, c.memory.text):
+            # No word of the question can be in it: its relevance is the vector part
+            # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
+            # keeps the mix: a memory whose words match stays ahead of one in the other
+            # language that only reads close ("我在哪里上班" and a note about Anna's work).
+            floor, ceiling = across_band
+            c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
+        c.decay = decay(c.memory, reference, s)
+        c.importance = 1 + IMPORTANCE_BOOST * (c.memory.importance - 5) / 5
+        c.tier = TIER_BOOST["longterm"] if c.memory.summary_of else \
+            TIER_BOOST.get(c.memory.tier, 1.0)
+        if request.other_branches and c.memory.branch != request.branch:
+            c.branch = OTHER_BRANCH_FACTOR
+        if hint is not None and overlaps(c.memory, hint):
+            c.time = TIME_BOOST
+        if c.memory.session_id in favoured:
+            c.reference *= REFERENCE_BOOST
+        if about_question and c.memory.category == "question":
+            c.reference *= REFERENCE_BOOST
+        c.score = c.ranking * c.decay * c.boost
+    return matcher
+
+
+def decay(memory: MemoryRecord, reference: datetime | None, settings: Settings) -> float:
+    """The score's factor for age: 1 up to `recall_decay_after_days` before `reference`,
+    then halving every `recall_decay_half_life_days` down to `recall_decay_floor`."""
+    s = settings
+    when = memory.time_end or memory.time_start or memory.created_at
+    if reference is None or when is None:
+        return 1.0
+    age_days = (reference - utc(when)).total_seconds() / _SECONDS_PER_DAY
+    excess = age_days - s.recall_decay_after_days
+    if excess <= 0:
+        return 1.0
+    floor = s.recall_decay_floor
+    return float(floor + (1 - floor) * 0.5 ** (excess / s.recall_decay_half_life_days))
+
+
+def ranking_cover(memory: MemoryRecord, cover: float, matcher: Coverage | None,
+                  index: int) -> float:
+    """The share of the question a memory covers, as its ranking counts it (`index`: the
+    memory's among the documents of `matcher`).
+
+    A memory of one speaker's statements (a day of notes, a list of facts; `one_speaker`)
+    is a set of facts, one a line: the line holding the question's words answers it
+    ("城市设计论坛的持续时间是三天" for "城市设计论坛的持续时间是什么？"), several lines
+    holding one word each do not ("城市设计论坛的主要内容是…", "高尔夫友谊赛的持续时间是
+    一天"), though both memories hold every word. Its best line's share counts half.
+    A dialogue's answer spans turns: its whole share. Only the ranking: whether a memory
+    passes `min_score` (its relevance) does not depend on how its facts are split into
+    lines.
+    """
+    if matcher is None or cover <= 0:
+        return cover
+    units = lines(memory)
+    if not one_speaker(units):
+        return cover
+    return 0.5 * (cover + matcher.best_part_share(index, [line for _, line in units]))
+
+
+def cosine_bands(s: Settings) -> dict[bool, tuple[float, float]]:
+    """The cosine's (floor, ceiling) for a question and a memory, by whether both are
+    Chinese (`ModelProfile.cosine_band`)."""
+    return {chinese: s.model_profile.cosine_band(chinese_pair=chinese)
+            for chinese in (False, True)}
+
+
+def overlaps(memory: MemoryRecord, hint: TimeHint) -> bool:
+    """Whether the memory's time span meets the date the question names."""
+    start = memory.time_start or memory.time_end or memory.created_at
+    end = memory.time_end or start
+    if start is None or end is None:
+        return False
+    return utc(start) < hint.end and utc(end) >= hint.start
+
+
+def newest(candidates: Sequence[Candidate]) -> datetime | None:
+    """The time of the newest candidate: the present that decay measures age from."""
+    latest = max((c.when for c in candidates), default=0.0)
+    return datetime.fromtimestamp(latest, UTC) if latest > 0 else None
