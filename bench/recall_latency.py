@@ -269,7 +269,7 @@ class Stages:
 
 def settings_for(data_dir: Path, args: argparse.Namespace) -> Settings:
     overrides = setting_overrides(args.set)
-    return Settings(data_dir=data_dir, environment="testing", log_level="WARNING",  # type: ignore[call-arg]
+    return Settings(data_dir=data_dir, environment="testing", log_level="ERROR",  # type: ignore[call-arg]
                     compression_enabled=False, embedding_threads=args.embedding_threads,
                     _env_file=None, **overrides)
 
@@ -373,7 +373,7 @@ def real_settings(data_dir: Path, args: argparse.Namespace) -> Settings:
     """As `bench/locomo.py` measures: nothing changes the store while it is measured."""
     overrides = {"compression_enabled": False, "promote_daily_hits": 10**9,
                  "promote_longterm_hits": 10**9, **setting_overrides(args.set)}
-    return Settings(data_dir=data_dir, environment="testing", log_level="WARNING",  # type: ignore[call-arg]
+    return Settings(data_dir=data_dir, environment="testing", log_level="ERROR",  # type: ignore[call-arg]
                     embedding_threads=args.embedding_threads, _env_file=None, **overrides)
 
 
