@@ -5,11 +5,12 @@ Three sets beside the synthetic English one:
 
 - `zh`: MemDaily users (Chinese, ~110 first-person messages each, one namespace per user)
   read at run time from `memdaily-zh-dev.json`; the users' own questions.
-- `en`: LoCoMo conversations (English, ~550 turns each) read at run time from
+- `en`: LoCoMo conversations (English, ~480 turns each) read at run time from
   `locomo-dev.json`, speaker A as `user`, speaker B as `assistant`; their own questions.
 - `long`: generated LongMemEval-style histories: a user asks for help, the assistant answers
-  at length (2-5k characters of numbered advice), with a few short personal sessions between;
-  questions of LongMemEval's shape ("what did you suggest for ...?", "remind me of ...").
+  at length (numbered advice of 1.5-4k characters, ~2.7k at the median), with a few short
+  personal sessions between; questions of LongMemEval's shape ("what did you suggest for
+  ...?", "remind me of ...").
 
 Nothing from the evaluation files is kept: they are read where they lie, and the generated set
 is made from the word lists below.
@@ -171,7 +172,7 @@ def _say(messages: list[dict[str, Any]], prefix: str, when: datetime, role: str,
 
 
 def long_answer(rng: random.Random, subject: str) -> tuple[str, list[str], list[str]]:
-    """A LongMemEval-style assistant answer about `subject` (numbered advice, 2-5k
+    """A LongMemEval-style assistant answer about `subject` (numbered advice, 1.5-4k
     characters), the titles of its points and the nouns it mentions (for questions)."""
     titles = rng.sample(_TITLES, rng.randint(5, 9))
     parts = [f"Great question! Here is a detailed plan for {subject}, step by step."]
