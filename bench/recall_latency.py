@@ -1,6 +1,6 @@
 """Recall latency over HTTP at 1k / 10k / 100k memories, on four sets of data.
 
-Synthetic memories are written through the repository (bilingual sentences from a fixed
+The synthetic set: memories written through the repository (bilingual sentences from a fixed
 vocabulary, random unit vectors: search cost does not depend on what the vectors mean),
 spread over namespaces so that the queried namespace holds a realistic share. Then the app
 starts on that store (real model, real lifespan), the maintenance pass runs as an idle server
@@ -18,7 +18,9 @@ model's own encode time for the same questions is printed beside: the floor a re
 go under. Compression and hit-based promotion are off, so the store does not change while
 it is measured.
 
-Usage (one command, all four sets at three sizes; ~1 h on a quiet 2-core machine)::
+Usage (one command, all four sets at three sizes: ~75 min on the shared 2-core machine at
+load ~12, of which ~25 min for 1k and 10k and ~10 min per set at 100k, most of that the
+compaction and IVF_PQ build; the queried namespaces are stored once per set and run)::
 
     PYTHONPATH=. .venv/bin/python bench/recall_latency.py
     PYTHONPATH=. .venv/bin/python bench/recall_latency.py --sets zh,en,long --sizes 1000,10000
