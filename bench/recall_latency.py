@@ -1,6 +1,6 @@
-"""Recall latency over HTTP with 10k / 100k (/ 1M) memories in the store.
+"""Recall latency over HTTP at 1k / 10k / 100k memories, on four sets of data.
 
-Synthetic memories are written through the repository (bilingual sentences from a fixed
+The synthetic set: memories written through the repository (bilingual sentences from a fixed
 vocabulary, random unit vectors: search cost does not depend on what the vectors mean),
 spread over namespaces so that the queried namespace holds a realistic share. Then the app
 starts on that store (real model, real lifespan), the maintenance pass runs as an idle server
@@ -8,16 +8,30 @@ would (compaction folds rows into the full-text index; past `vector_index_min_ro
 IVF_PQ vector index is built), and recalls are timed one after another from a client.
 `min_score` is 0 so that every recall packs a full result (the expensive path).
 
-Usage::
+The real-shaped sets (`--sets zh,en,long`, see `bench/latency_sets.py`) store a few queried
+namespaces through `/v1/store` as a client would (real chunking, real embeddings): MemDaily
+users in Chinese, LoCoMo conversations in English, generated histories of long assistant
+answers. The rest of the store, up to each size, is written straight to the repository from
+the same set's lines (random vectors), in namespaces of ~500 memories. Their questions are
+asked in turn at the product's default relevance floor with a 500-token budget, and the
+model's own encode time for the same questions is printed beside: the floor a recall cannot
+go under. Compression and hit-based promotion are off, so the store does not change while
+it is measured.
 
-    PYTHONPATH=. .venv/bin/python bench/recall_latency.py --sizes 10000,100000
-    PYTHONPATH=. .venv/bin/python bench/recall_latency.py --sizes 100000 --share 1.0
+Usage (one command, all four sets at three sizes: ~75 min on the shared 2-core machine at
+load ~12, of which ~25 min for 1k and 10k and ~10 min per set at 100k, most of that the
+compaction and IVF_PQ build; the queried namespaces are stored once per set and run)::
 
-`--share` is the fraction of all memories in the queried namespace (default 0.02: 2,000 of
-100k, a heavy user's year of daily chats). Prints a markdown table.
+    PYTHONPATH=. .venv/bin/python bench/recall_latency.py
+    PYTHONPATH=. .venv/bin/python bench/recall_latency.py --sets zh,en,long --sizes 1000,10000
+    PYTHONPATH=. .venv/bin/python bench/recall_latency.py --sets synthetic --sizes 100000 \
+        --share 1.0
+
+`--share` (synthetic set only) is the fraction of all memories in the queried namespace
+(default 0.02: 2,000 of 100k, a heavy user's year of daily chats). Prints markdown tables.
 
 `--data-dir DIR` keeps the store: the first run writes it (into DIR/<size>), later runs with
-the same size and share reuse it, so variants of the code compare on the same data without
+the same set, size and share reuse it, so variants of the code compare on the same data without
 the ~2 min build. `--stages` adds a table of per-stage times (embedding, each search,
 scoring, packing, the second hop), measured by wrapping the service's own methods; stages
 overlap (the keyword search runs during the embedding), so they do not add up to the total.
@@ -54,7 +68,8 @@ from app.main import create_app  # noqa: E402
 from app.ops.metrics import resident_bytes  # noqa: E402
 from app.storage.records import MemoryRecord  # noqa: E402
 from app.storage.repository import Repository  # noqa: E402
-from bench.locomo import setting_overrides  # noqa: E402
+from bench.latency_sets import DATA_DIR, RealSet, real_set  # noqa: E402
+from bench.locomo import ingest, setting_overrides, settle  # noqa: E402
 
 _EN_VOCABULARY = (
     "project deadline meeting budget report client design database index query latency "
@@ -256,7 +271,7 @@ class Stages:
 
 def settings_for(data_dir: Path, args: argparse.Namespace) -> Settings:
     overrides = setting_overrides(args.set)
-    return Settings(data_dir=data_dir, environment="testing", log_level="WARNING",  # type: ignore[call-arg]
+    return Settings(data_dir=data_dir, environment="testing", log_level="ERROR",  # type: ignore[call-arg]
                     compression_enabled=False, embedding_threads=args.embedding_threads,
                     _env_file=None, **overrides)
 
@@ -316,36 +331,210 @@ async def measure(total: int, args: argparse.Namespace, stages: Stages | None) -
             f"{statistics.mean(server):.1f} | {first:.1f} |")
 
 
+async def write_filler(repo: Repository, lines: list[str], *, count: int, dim: int,
+                       long: bool, chunk_chars: int, seed: int = 7) -> None:
+    """Write `count` memories into namespaces of ~500 memories, straight to the repository:
+    texts cut from the set's own lines (3-6 lines a memory; for long messages one chunk of
+    `chunk_chars` from a line, as the chunker cuts them), random unit vectors."""
+    if count <= 0:
+        return
+    rng = random.Random(seed)
+    nprng = np.random.default_rng(seed)
+    namespaces = max(1, count // 500)
+    now = datetime.now(UTC)
+    started = time.perf_counter()
+    batch: list[MemoryRecord] = []
+    for i in range(count):
+        if long:
+            line = rng.choice(lines)
+            at = rng.randrange(max(1, len(line) - chunk_chars))
+            text = line[at:at + chunk_chars]
+        else:
+            at = rng.randrange(len(lines))
+            text = "\n".join(lines[at:at + rng.randint(3, 6)]) or lines[0]
+        vector = nprng.standard_normal(dim).astype(np.float32)
+        vector /= np.linalg.norm(vector)
+        when = now - timedelta(days=rng.uniform(0, 365))
+        n_lines = text.count("\n") + 1
+        batch.append(MemoryRecord(
+            id=f"fill_{i:08d}", namespace=f"other{i % namespaces:05d}",
+            session_id=f"s{i // 6}", text=text, vector=vector.tolist(), created_at=when,
+            updated_at=when, time_start=when, time_end=when,
+            msg_ids=[f"f{i}-{j}" for j in range(n_lines)], msg_count=n_lines,
+            importance=rng.randint(1, 10), language="en" if text.isascii() else "zh"))
+        if len(batch) == 5_000:
+            await repo.upsert_memories(batch)
+            batch = []
+    if batch:
+        await repo.upsert_memories(batch)
+    print(f"  wrote {count} other memories in {time.perf_counter() - started:.1f} s "
+          f"({namespaces} namespaces)", file=sys.stderr)
+
+
+def real_settings(data_dir: Path, args: argparse.Namespace) -> Settings:
+    """As `bench/locomo.py` measures: nothing changes the store while it is measured."""
+    overrides = {"compression_enabled": False, "promote_daily_hits": 10**9,
+                 "promote_longterm_hits": 10**9, **setting_overrides(args.set)}
+    return Settings(data_dir=data_dir, environment="testing", log_level="ERROR",  # type: ignore[call-arg]
+                    embedding_threads=args.embedding_threads, _env_file=None, **overrides)
+
+
+async def ingested(data: RealSet, args: argparse.Namespace, made: dict[str, Path]) -> Path:
+    """A store holding only the set's queried namespaces, stored through HTTP once per run
+    (or once per `--data-dir`) and copied for each size."""
+    from bench.locomo import Sample
+
+    if data.name in made:
+        return made[data.name]
+    root = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(
+        prefix="engram-latency-"))
+    base = root / f"{data.name}-queried"
+    marker = base / "populated"
+    if marker.exists():
+        print(f"  reusing the queried namespaces in {base}", file=sys.stderr)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        app = create_app(real_settings(base, args))
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://engram.bench",
+                                         timeout=300) as client:
+                client.app = app  # type: ignore[attr-defined]  # for `settle`
+                samples: dict[str, Sample] = {}
+                for namespace, session_id, messages in data.sessions:
+                    samples.setdefault(namespace, Sample(namespace)).sessions.append(
+                        (session_id, messages))
+                await ingest(client, list(samples.values()), parallel=2)
+                await settle(client)
+        marker.write_text("done")
+    made[data.name] = base
+    return base
+
+
+async def measure_real(data: RealSet, total: int, args: argparse.Namespace,
+                       made: dict[str, Path]) -> str:
+    """The set's queried namespaces, the store filled up to `total`, the set's questions
+    timed; one markdown row."""
+    base = await ingested(data, args, made)
+    data_dir = base.parent / f"{data.name}-{total}"
+    marker = data_dir / "populated"
+    reuse = args.data_dir is not None and marker.exists()
+    if not reuse:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.copytree(base, data_dir)
+        marker.unlink()
+    settings = real_settings(data_dir, args)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        state = app.state.engram
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://engram.bench",
+                                     timeout=300) as client:
+            client.app = app  # type: ignore[attr-defined]  # for `settle`
+            queried = 0
+            for namespace in data.namespaces:
+                queried += await state.repo.count_memories(namespace)
+            if reuse:
+                print(f"  reusing the store in {data_dir}", file=sys.stderr)
+            else:
+                await write_filler(state.repo, data.filler_lines, count=total - queried,
+                                   dim=state.pool.dim, long=data.name == "long",
+                                   chunk_chars=settings.chunk_max_chars)
+                await settle(client)
+                marker.write_text("done")
+            indexed = await state.repo.has_vector_index()
+            wall: list[float] = []
+            asked: list[str] = []
+            empty = 0
+            for i in range(args.warmup + args.requests):
+                namespace, query = data.questions[i % len(data.questions)]
+                body = {"namespace": namespace, "query": query, "max_tokens": args.max_tokens}
+                t0 = time.perf_counter()
+                response = await client.post("/v1/recall", json=body)
+                elapsed = (time.perf_counter() - t0) * 1000
+                response.raise_for_status()
+                if i >= args.warmup:
+                    wall.append(elapsed)
+                    asked.append(query)
+                    empty += not response.json()["memories"]
+            # The floor: the model alone on the same questions, on this thread.
+            floor: list[float] = []
+            for query in asked:
+                t0 = time.perf_counter()
+                state.pool.encode_blocking([query], query=True)
+                floor.append((time.perf_counter() - t0) * 1000)
+    if not args.keep and not args.data_dir:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    p50, floor50 = pct(wall, 50), pct(floor, 50)
+    return (f"| {data.name} | {total:,} | {len(data.namespaces)} × "
+            f"{queried / len(data.namespaces):.0f} | {'yes' if indexed else 'no'} | "
+            f"{len(wall)} ({empty} empty) | {p50:.1f} | {pct(wall, 95):.1f} | "
+            f"{pct(wall, 99):.1f} | {pct(wall, 99) / p50:.1f} | {floor50:.1f} | "
+            f"{p50 / floor50:.1f} |")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--sets", default="synthetic,zh,en,long",
+                        help="synthetic (English-heavy generated lines), zh (MemDaily users), "
+                        "en (LoCoMo conversations), long (generated long assistant answers)")
+    parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--share", type=float, default=0.02,
-                        help="fraction of all memories in the queried namespace")
+                        help="synthetic set: fraction of all memories in the queried namespace")
+    parser.add_argument("--namespaces", type=int,
+                        help="real sets: queried namespaces (default zh 10, en 3, long 3)")
+    parser.add_argument("--source-dir", type=Path, default=DATA_DIR,
+                        help="where the evaluation files are read (zh, en)")
+    parser.add_argument("--max-tokens", type=int, default=500,
+                        help="real sets: the recall budget")
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
     parser.add_argument("--data-dir", help="keep the stores under this directory and reuse "
-                        "them on later runs (same size and share)")
-    parser.add_argument("--stages", action="store_true", help="print per-stage timings")
+                        "them on later runs (same set, size and share)")
+    parser.add_argument("--stages", action="store_true",
+                        help="synthetic set: print per-stage timings")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a setting, e.g. namespace_cache_max_rows=0 "
                         "(repeatable)")
     parser.add_argument("--embedding-threads", type=int, default=Settings.model_fields[
         "embedding_threads"].default, help="torch threads (1 keeps tails short on a busy box)")
     args = parser.parse_args()
-    rows = []
-    tables = []
-    for size in (int(s) for s in args.sizes.split(",")):
-        print(f"{size} memories:", file=sys.stderr)
-        stages = Stages() if args.stages else None
-        rows.append(await measure(size, args, stages))
-        if stages is not None:
-            tables.append(f"\nStages at {size:,} memories (per recall):\n\n{stages.table()}")
-    print("| memories | in the queried namespace | vector index | torch threads | recalls "
-          "| p50 ms | p95 ms | p99 ms | server mean ms | first recall ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    print("\n".join(tables))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    names = [n.strip() for n in args.sets.split(",") if n.strip()]
+    rows, real_rows, tables = [], [], []
+    made: dict[str, Path] = {}
+    for name in names:
+        data = None if name == "synthetic" else real_set(name, args.source_dir, args.namespaces)
+        for size in sizes:
+            print(f"{name}, {size} memories (load {os.getloadavg()[0]:.1f}):", file=sys.stderr)
+            if data is None:
+                stages = Stages() if args.stages else None
+                rows.append(await measure(size, args, stages))
+                if stages is not None:
+                    tables.append(f"\nStages at {size:,} memories (per recall):\n\n"
+                                  f"{stages.table()}")
+            else:
+                real_rows.append(await measure_real(data, size, args, made))
+            print(f"  done (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
+    if rows:
+        print("Synthetic set (min_score 0, top_k 10, 1,500 tokens):\n")
+        print("| memories | in the queried namespace | vector index | torch threads | recalls "
+              "| p50 ms | p95 ms | p99 ms | server mean ms | first recall ms |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
+        print("\n".join(tables))
+    if real_rows:
+        print(f"\nReal-shaped sets (default floor, {args.max_tokens} tokens, one client):\n")
+        print("| set | memories | queried namespaces × memories | vector index | recalls "
+              "| p50 ms | p95 ms | p99 ms | p99/p50 | encode p50 ms (floor) | p50/floor |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(real_rows))
+    if not args.keep and not args.data_dir:
+        for base in made.values():
+            shutil.rmtree(base.parent, ignore_errors=True)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
