@@ -283,8 +283,7 @@ async def ingest(client: httpx.AsyncClient, cases: dict[str, list[Case]],
                 response = await client.post("/v1/store", json=s.body(namespace))
                 response.raise_for_status()
                 done += 1
-                print(f"\r  stored {done}/{total} sessions", end="", file=sys.stderr,
-                      flush=True)
+        print(f"\r  stored {done}/{total} sessions", end="", file=sys.stderr, flush=True)
 
     await asyncio.gather(*(store(ns, s) for ns, s in plan.items()))
     app = getattr(client, "app", None)
@@ -392,7 +391,9 @@ async def run_case(client: httpx.AsyncClient, case: Case, hygiene: Hygiene, *,
         else:
             passed = bool(memories) and len(inside) == len(memories) and (
                 raw["best"] is None or _rank(memories, raw["best"]) == 0)
+        first = bool(memories) and bool(inside) and inside[0] is memories[0]
         return Result(case, passed, {"empty_period": empty, "in_period": len(inside),
+                                     "first_in_period": first,
                                      "returned": len(memories),
                                      "window": one["time_window"]}, [one])
     rank = _rank(memories, raw["answer"])  # crosslang
@@ -501,9 +502,14 @@ def report(families: list[str], results: list[Result], hygiene: Hygiene,
     if dated:
         windows = sum(r.detail["window"] is not None for r in dated)
         empty = [r for r in dated if r.detail["empty_period"]]
-        lines.append(f"- dated: a time window found for {windows}/{len(dated)}; "
-                     f"empty periods answered with nothing {sum(r.passed for r in empty)}/"
-                     f"{len(empty)}.")
+        full = [r for r in dated if not r.detail["empty_period"]]
+        first = sum(r.detail["first_in_period"] for r in full)
+        answered = sum(r.detail["returned"] > 0 for r in full)
+        lines.append(f"- dated: a time window found for {windows}/{len(dated)}; periods "
+                     f"holding sessions: something returned {answered}/{len(full)}, "
+                     f"the first memory in the period "
+                     f"{first}/{len(full)}; empty periods answered with nothing "
+                     f"{sum(r.passed for r in empty)}/{len(empty)}.")
     unanswerable = [r for r in results if r.case.family == "unanswerable"]
     if unanswerable:
         asks = [n for r in unanswerable for n in r.detail["returned"]]
