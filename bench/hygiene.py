@@ -234,7 +234,7 @@ async def engram_client(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncCl
     # into summaries mid-run); hits are flushed only when a family asks (`flush_hits`), so
     # one family's hits do not reorder another's. Promotion thresholds stay the defaults:
     # the unanswerable family measures what they do.
-    overrides: dict[str, Any] = {"log_level": "WARNING", "compression_enabled": False,
+    overrides: dict[str, Any] = {"log_level": "ERROR", "compression_enabled": False,
                                  "hit_flush_seconds": 3600}
     overrides.update(setting_overrides(args.set))
     settings = Settings(data_dir=Path(args.data_dir), environment="testing",
