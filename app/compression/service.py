@@ -51,7 +51,13 @@ from app.compression.schemas import (
     ShadowDiff,
     ShadowReport,
 )
-from app.compression.scoring import Dimensions, combine, named_terms, novelty_scores
+from app.compression.scoring import (
+    Dimensions,
+    combine,
+    named_terms,
+    novelty_scores,
+    urgency_score,
+)
 from app.compression.scoring import text_dimensions as score_text
 from app.compression.summarize import AbstractiveSummarizer, extractive_summary
 from app.compression.text import strip_roles
@@ -245,7 +251,9 @@ class CompressionService:
         result.weights = live.weights.model_dump()
 
         stream = [m for m in history if m.state == "active"]
-        scores = [self._weight(m, live) for m in stream]
+        # From the text on every pass (a few regular expressions per line): no stored column.
+        urgency = [urgency_score(m.text) for m in stream]
+        scores = [self._weight(m, live, u) for m, u in zip(stream, urgency, strict=True)]
         for memory, score in zip(stream, scores, strict=True):
             if not math.isclose(score, memory.weight_score, abs_tol=1e-6):
                 work.change(memory, weight_score=score)
@@ -256,7 +264,8 @@ class CompressionService:
                       pressure=pressure, force=force)
         self._record_plan(plan, stream, work, result, live, now)
         if shadow is not None:
-            shadow_scores = [self._weight(m, shadow) for m in stream]
+            shadow_scores = [self._weight(m, shadow, u)
+                             for m, u in zip(stream, urgency, strict=True)]
             shadow_plan = decide(self._items(stream, shadow_scores, shadow),
                                  self._params(shadow), pressure=size / self.capacity(shadow),
                                  force=force)
@@ -321,7 +330,8 @@ class CompressionService:
                 # SPEC §5: importance comes from category *and* weight score, which the
                 # builder cannot know yet. Applied once, as the difference to the builder's
                 # own estimate, so promotions earned meanwhile are kept.
-                weight = combine(dimensions_of(memory), policy.weights.to_weights())
+                weight = combine(dimensions_of(memory), policy.weights.to_weights(),
+                                 urgency=urgency_score(memory.text))
                 with_weight = estimate_importance(
                     analysis.category, analysis.confidence, analysis.entities,
                     weight_score=weight, small_talk=analysis.small_talk)
@@ -329,12 +339,13 @@ class CompressionService:
                     work.importance_delta[memory.id] = with_weight - analysis.importance
         return len(todo)
 
-    def _weight(self, memory: MemoryRecord, policy: Policy) -> float:
-        if policy.junk_filter and (memory.score_entropy < _JUNK_ENTROPY
-                                   or is_small_talk(strip_roles(memory.text))):
+    def _weight(self, memory: MemoryRecord, policy: Policy, urgency: float) -> float:
+        # Urgent text is never junk, however short ("lost my passport, flight tomorrow!").
+        if policy.junk_filter and urgency < 0.5 and (
+                memory.score_entropy < _JUNK_ENTROPY or is_small_talk(strip_roles(memory.text))):
             return 0.0
         return combine(dimensions_of(memory), policy.weights.to_weights(),
-                       feedback=memory.score_feedback)
+                       feedback=memory.score_feedback, urgency=urgency)
 
     @staticmethod
     def _params(policy: Policy) -> RuleParams:

@@ -1,0 +1,117 @@
+"""Compression as the design describes it, over HTTP: the emergency hold with the default
+weights, meaningful triples, the age pass that compresses, and the quality gate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.compression.fixtures import CHATTER_EN, CHATTER_ZH, days_ago, messages
+from tests.compression.helpers import SMALL_CHUNKS, dump, everything, only, run, set_policy
+from tests.helpers import store
+
+# Written for these tests: what a user would call urgent (a deadline with a threat, a loss
+# with a near departure, fear with a near event), and look-alikes that are not.
+URGENT_EN = ["I lost my passport and my flight is tomorrow morning!",
+             "Oh no. Call the embassy's emergency line right away, they open at 8."]
+URGENT_ZH = ["明天上午十点前必须交报告，不然项目就黄了",
+             "好的，我今晚先把数据整理出来。"]
+ORDINARY = [
+    "I have to go now, see you tomorrow!", "Sure, talk tomorrow.",
+    "I'm a bit worried about the exam tomorrow.", "You'll do fine, you studied a lot.",
+    "We decided to use LanceDB for vector search.", "Good, it keeps the deployment simple.",
+    "我得先走了，明天见！", "好的，明天聊。",
+    "我有点担心明天的考试。", "别担心，你准备得很充分。",
+    "我喜欢周末去爬山，空气很好。", "听起来很不错。",
+]
+
+
+async def store_sessions(client: Any, sessions: list[tuple[str, list[str]]], *,
+                         namespace: str = "alice", age_days: float = 1.0) -> None:
+    """Sessions in this order in time, one hour apart, `age_days` ago."""
+    for n, (session_id, contents) in enumerate(sessions):
+        when = days_ago(age_days - n / 24)
+        await store(client, messages(contents, prefix=session_id, when=when),
+                    namespace=namespace, session_id=session_id)
+
+
+def by_session(memories: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for memory in sorted(memories.values(), key=lambda m: m["msg_ids"][0] if m["msg_ids"]
+                         else ""):
+        if not memory["summary_of"]:
+            found.setdefault(memory["session_id"], []).append(memory)
+    return found
+
+
+class TestEmergencyHold:
+    async def test_urgent_moments_are_held_with_the_default_weights(
+            self, open_client: Any) -> None:
+        async with open_client(**SMALL_CHUNKS) as client:
+            await store_sessions(client, [
+                ("en", CHATTER_EN), ("urgent-en", URGENT_EN),
+                ("zh", CHATTER_ZH), ("urgent-zh", URGENT_ZH), ("ordinary", ORDINARY)])
+            # No policy chosen: the default preset and weights of SPEC §8.
+            policy = (await client.get("/v1/compression/policies/alice")).json()
+            assert policy["chosen"] is False and policy["live"]["emergency_hold"] == 0.9
+            result = only(await run(client, "alice", force=True))
+
+            sessions = by_session(await everything(client, "alice"))
+            held = set(result["held"])
+            items = {i["id"]: i for i in (await dump(client, "alice"))["items"]}
+            total = {i: item["scores"]["total"] for i, item in items.items()}
+            for urgent in ("urgent-en", "urgent-zh"):
+                (memory,) = sessions[urgent]
+                assert memory["id"] in held, (urgent, total[memory["id"]])
+                assert total[memory["id"]] > 0.9 and memory["protected"]
+            # What only looks urgent (a goodbye until tomorrow, a mild worry, a decision)
+            # is not held.
+            assert all(m["id"] not in held and not m["protected"]
+                       for m in sessions["ordinary"]), [
+                (m["text"][:40], total[m["id"]]) for m in sessions["ordinary"]]
+            assert all(m["id"] not in held for s in ("en", "zh") for m in sessions[s])
+            # The hold freezes the candidates before it: the chatter is not compressed,
+            # even by a forced pass.
+            chatter = sessions["en"] + sessions["zh"]
+            assert result["decisions"].get("frozen", 0) >= 6
+            assert not set(result["compressed"]) & {m["id"] for m in chatter}
+            assert {items[m["id"]]["decision"] for m in chatter} <= {"frozen", "keep"}
+
+
+def triple_lines(text: str) -> list[list[str]]:
+    return [line.split(" | ") for line in text.splitlines() if " | " in line]
+
+
+class TestTriples:
+    async def test_chit_chat_without_a_meaningful_triple_keeps_its_line(
+            self, open_client: Any) -> None:
+        no_triple = [
+            "阴天，不知道下午会不会下雨。", "嗯，我也不知道，可能吧。",
+            "Dunno, I guess it might rain later today.", "Yeah, maybe, who knows.",
+        ]
+        async with open_client(**SMALL_CHUNKS) as client:
+            await store_sessions(client, [("zh", CHATTER_ZH), ("vague", no_triple),
+                                          ("en", CHATTER_EN)])
+            await set_policy(client, "alice")
+            before = await everything(client, "alice")
+            result = only(await run(client, "alice", force=True))
+            after = await everything(client, "alice")
+            vague = [after[i] for i in result["compressed"]
+                     if after[i]["session_id"] == "vague"]
+            assert len(vague) == 2, result
+            zh, en = sorted(vague, key=lambda m: m["msg_ids"][0])
+            # Kept as written, not "阴天 | 不知道 | 下午".
+            assert zh["text"] == "user: 阴天，不知道下午会不会下雨。", zh["text"]
+            assert en["text"] == "user: Dunno, I guess it might rain later today.", en["text"]
+
+            light = {"是", "知道", "不知道", "好像", "觉得", "think", "guess", "is", "was",
+                     "are", "looked", "seems"}
+            times = {"下午", "上午", "今天", "明天", "later", "today", "tomorrow"}
+            for memory_id in result["compressed"]:
+                original = before[memory_id]["text"].splitlines()
+                for line in after[memory_id]["text"].splitlines():
+                    if " | " not in line:
+                        assert line in original, (line, original)  # a line kept whole
+                        continue
+                    subject, verb, obj = line.split(" | ")
+                    assert verb.removeprefix("not ").removeprefix("不") not in light, line
+                    assert obj not in times and subject not in times, line
