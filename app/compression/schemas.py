@@ -117,6 +117,9 @@ class NamespaceResult(BaseModel):
                             "emergency hold.")
     promoted: list[str] = Field(default_factory=list, description="Made long-term facts "
                                 "by the age pass.")
+    aged: list[str] = Field(default_factory=list, description=(
+        "Old, low-value memories the age rule chose to compress into long-term summaries "
+        "(in `compressed` once written), whatever the pressure."))
     skipped_groups: int = Field(default=0, description="Groups left alone because a source "
                                 "changed while the pass ran.")
     text_chars_before: int = 0

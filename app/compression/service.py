@@ -260,13 +260,13 @@ class CompressionService:
                 memory.weight_score = score
         size = sum(len(m.text) for m in memories if m.state == "active")
         pressure = size / self.capacity(live)
-        plan = decide(self._items(stream, scores, live), self._params(live),
+        plan = decide(self._items(stream, scores, live, now), self._params(live),
                       pressure=pressure, force=force)
         self._record_plan(plan, stream, work, result, live, now)
         if shadow is not None:
             shadow_scores = [self._weight(m, shadow, u)
                              for m, u in zip(stream, urgency, strict=True)]
-            shadow_plan = decide(self._items(stream, shadow_scores, shadow),
+            shadow_plan = decide(self._items(stream, shadow_scores, shadow, now),
                                  self._params(shadow), pressure=size / self.capacity(shadow),
                                  force=force)
             result.shadow = self._shadow_report(shadow.name, stream, plan, shadow_plan, scores,
@@ -353,9 +353,9 @@ class CompressionService:
                           run_length=policy.run_length, window_size=policy.window_size,
                           candidate_ratio=policy.candidate_ratio, memory_limit=policy.memory_limit)
 
-    @staticmethod
-    def _items(stream: Sequence[MemoryRecord], scores: Sequence[float], policy: Policy
-               ) -> list[StreamItem]:
+    def _items(self, stream: Sequence[MemoryRecord], scores: Sequence[float], policy: Policy,
+               now: datetime) -> list[StreamItem]:
+        age_days = self._settings.compression_age_days
         items = []
         for memory, score in zip(stream, scores, strict=True):
             restored = memory.decision == Decision.restored
@@ -365,8 +365,9 @@ class CompressionService:
             ineligible_as = (Decision.restored if restored else Decision.hold if held
                              else Decision.protected)
             keep = policy.emotion_keep is not None and memory.score_emotion >= policy.emotion_keep
+            old = long_term_due(_moment(memory), now, age_days=age_days)
             items.append(StreamItem(score=score, eligible=eligible, keep=keep,
-                                    ineligible_as=ineligible_as))
+                                    ineligible_as=ineligible_as, old=old))
         return items
 
     # --- feedback ----------------------------------------------------------------------
@@ -474,9 +475,8 @@ class CompressionService:
             if memory.decision != stored:
                 work.change(memory, decision=stored, decided_at=now)
             kept = decision not in (Decision.candidate, Decision.compress)
-            moment = memory.time_end or memory.time_start or memory.created_at
             if (kept and memory.tier != "longterm"
-                    and long_term_due(moment, now, age_days=age_days)):
+                    and long_term_due(_moment(memory), now, age_days=age_days)):
                 work.change(memory, tier="longterm")
                 work.events.append(new_event(
                     memory, "promoted", f"{memory.tier} → longterm: older than {age_days:g} "
@@ -492,6 +492,7 @@ class CompressionService:
         result.pressure = round(plan.pressure, 6)
         result.pressure_alarm = plan.pressure_alarm
         result.forced = plan.forced
+        result.aged = [stream[i].id for i in plan.aged]
 
     @staticmethod
     def _shadow_report(name: str, stream: list[MemoryRecord], live: Plan, shadow: Plan,
@@ -741,6 +742,11 @@ class _Clock:
         now = time.monotonic()
         self._phases[name] = round(now - self._last, 3)
         self._last = now
+
+
+def _moment(memory: MemoryRecord) -> datetime | None:
+    """When a memory was said, for the age rule: its last message's time."""
+    return memory.time_end or memory.time_start or memory.created_at
 
 
 def _overlaps(history: list[MemoryRecord], todo: list[int], *, reach: int = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.compression.fixtures import CHATTER_EN, CHATTER_ZH, days_ago, messages
+from tests.compression.fixtures import CHATTER_EN, CHATTER_ZH, FACTS, days_ago, messages
 from tests.compression.helpers import SMALL_CHUNKS, dump, everything, only, run, set_policy
 from tests.helpers import store
 
@@ -115,3 +115,41 @@ class TestTriples:
                     subject, verb, obj = line.split(" | ")
                     assert verb.removeprefix("not ").removeprefix("不") not in light, line
                     assert obj not in times and subject not in times, line
+
+
+class TestAgePass:
+    async def test_old_low_value_memories_become_restorable_long_term_summaries(
+            self, open_client: Any) -> None:
+        # Far below the pressure alarm and not forced: only the age rule can compress.
+        async with open_client(**{**SMALL_CHUNKS, "compression_capacity_chars": 1_000_000}
+                               ) as client:
+            await store_sessions(client, [("facts", FACTS), ("old-en", CHATTER_EN),
+                                          ("old-zh", CHATTER_ZH)], age_days=40)
+            await store_sessions(client, [("new-zh", CHATTER_ZH)], age_days=2)
+            before = await everything(client, "alice")
+            result = only(await run(client, "alice"))
+            assert not result["pressure_alarm"] and not result["forced"]
+
+            after = await everything(client, "alice")
+            sessions = by_session(after)
+            old_chatter = [m for s in ("old-en", "old-zh") for m in sessions[s]]
+            compressed = [m for m in old_chatter if m["state"] == "compressed"]
+            # Most old chit-chat is compressed (a line with a fact in it may score above the
+            # low threshold and stay); nothing recent is.
+            assert len(compressed) >= 0.6 * len(old_chatter), result["decisions"]
+            assert set(result["aged"]) == set(result["compressed"]) == {
+                m["id"] for m in compressed}
+            assert all(m["state"] == "active" for m in sessions["new-zh"])
+            # The facts are kept whole, relabelled as long-term facts.
+            assert all(m["state"] == "active" and m["tier"] == "longterm"
+                       for m in sessions["facts"])
+            summaries = [m for m in after.values() if m["summary_of"]]
+            assert summaries and {m["tier"] for m in summaries} == {"longterm"}
+            assert sorted(i for m in summaries for i in m["summary_of"]) == sorted(
+                result["compressed"])
+            assert result["text_chars_after"] < result["text_chars_before"]
+            for memory in compressed:
+                assert len(memory["text"]) < len(before[memory["id"]]["text"])
+                response = await client.post(f"/v1/memories/{memory['id']}/restore")
+                assert response.status_code == 200, response.text
+                assert response.json()["text"].encode() == before[memory["id"]]["text"].encode()
