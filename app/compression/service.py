@@ -39,12 +39,15 @@ from app.classify.analyzer import Analysis, analyze
 from app.classify.importance import estimate_importance
 from app.classify.smalltalk import is_small_talk
 from app.compression import feedback as fb
+from app.compression import gate
 from app.compression.clustering import cluster, consecutive_runs
 from app.compression.metrics import CompressionMetrics
 from app.compression.policy import Policy, build_policy
 from app.compression.rules import Decision, Plan, RuleParams, StreamItem, decide, long_term_due
 from app.compression.schemas import (
+    FailedProbe,
     FeedbackView,
+    GateReport,
     NamespaceResult,
     PolicyConfig,
     PolicyView,
@@ -283,6 +286,11 @@ class CompressionService:
             work.groups = await self._prepare_groups(
                 [stream[i] for i in plan.to_compress], [i for i in plan.to_compress], live, now)
             clock.lap("prepare")
+            if work.groups and live.min_coverage > 0:
+                result.gate = await self._gate(memories, work.groups, live)
+                clock.lap("gate")
+                if not result.gate.passed:
+                    work.groups = []  # rolled back before anything is written
         if not dry_run:
             await self._write(namespace, work, result, now)
             if state.to_json() != stored_state:  # every meta write is a table version
@@ -294,7 +302,12 @@ class CompressionService:
                          candidate_ratio=result.candidate_ratio, hit_rate=state.hit_rate)
         log.info("compression_pass", namespace=namespace, dry_run=dry_run,
                  compressed=len(result.compressed), summaries=len(result.summaries),
-                 pressure=round(pressure, 3), seconds=result.seconds)
+                 pressure=round(pressure, 3), seconds=result.seconds,
+                 gate=None if result.gate is None else result.gate.coverage)
+        if result.gate is not None and not result.gate.passed:
+            log.warning("compression_gate_failed", namespace=namespace,
+                        coverage=result.gate.coverage, failed=[
+                            (f.question[:60], f.missing) for f in result.gate.failed])
         return result
 
     # --- scoring -----------------------------------------------------------------------
@@ -558,6 +571,39 @@ class CompressionService:
                                                  analysis, now)
         return prepared
 
+    async def _gate(self, memories: list[MemoryRecord], groups: list[_Group], policy: Policy
+                    ) -> GateReport:
+        """The quality gate of the prepared groups (app/compression/gate.py)."""
+        sources = [m for g in groups for m in g.sources]
+        probes = await asyncio.to_thread(gate.probes_of, sources)
+        if not probes:
+            return GateReport(probes=0, evaluated=0, coverage=1.0, bound=policy.min_coverage,
+                              passed=True, failed_probes=0, failed=[])
+        questions = await self._pool.embed_many([p.question for p in probes], query=True,
+                                                background=True)
+        questions = _unit_rows([list(map(float, q)) for q in questions], self._pool.dim)
+        searchable = [m for m in memories if m.state == "active"]
+        gone = {m.id for m in sources}
+        summaries = [g.summary for g in groups if g.summary is not None]
+        kept = [m for m in searchable if m.id not in gone]
+        texts = {m.id: m.text for m in [*searchable, *summaries]}
+        before = ([m.id for m in searchable], _unit_rows([m.vector for m in searchable],
+                                                          self._pool.dim))
+        after_records = [*kept, *summaries]
+        after = ([m.id for m in after_records], _unit_rows([m.vector for m in after_records],
+                                                            self._pool.dim))
+        outcome = await asyncio.to_thread(gate.evaluate, probes, questions, before, after,
+                                          texts)
+        passed = outcome.coverage >= policy.min_coverage
+        return GateReport(
+            probes=outcome.probes, evaluated=outcome.evaluated,
+            coverage=round(outcome.coverage, 4), bound=policy.min_coverage, passed=passed,
+            failed_probes=outcome.failed_count,
+            failed=[FailedProbe(**f) for f in outcome.failed],
+            reason=None if passed else (
+                f"answer coverage {outcome.coverage:.3f} of {outcome.evaluated} probe "
+                f"questions is below {policy.min_coverage:g}: nothing compressed"))
+
     async def _summaries(self, groups: list[_Group], policy: Policy) -> list[str]:
         # No longer than a chunk: the embedding model reads ~256 tokens, a longer summary
         # would be searchable by its beginning only.
@@ -571,9 +617,10 @@ class CompressionService:
             if not text:
                 keep = ([t for m in group.sources for t in named_terms(m.entities)]
                         if policy.protect_terms else [])
+                facts = [n for m in group.sources for n in gate.entity_names(m)]
                 text = await asyncio.to_thread(
                     extractive_summary, sources, ratio=policy.summary_ratio,
-                    max_chars=max_chars, keep_terms=keep)
+                    max_chars=max_chars, keep_terms=keep, facts=facts)
             texts.append(text or sources[0][:max_chars])
         return texts
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
+from app.compression.summarize import AbstractiveSummarizer
 from tests.compression.fixtures import CHATTER_EN, CHATTER_ZH, FACTS, days_ago, messages
 from tests.compression.helpers import SMALL_CHUNKS, dump, everything, only, run, set_policy
 from tests.helpers import store
@@ -153,3 +156,70 @@ class TestAgePass:
                 response = await client.post(f"/v1/memories/{memory['id']}/restore")
                 assert response.status_code == 200, response.text
                 assert response.json()["text"].encode() == before[memory["id"]]["text"].encode()
+
+
+# Chit-chat with facts in it (a name, prices, a time): the probe questions' answers.
+CHAT_WITH_FACTS = [
+    "The neighbour's cat sat on the fence again, it is called Biscuit.",
+    "Ha, Biscuit seems to own the whole street by now.",
+    "The bakery queue was long, the sourdough costs 6 euros now.",
+    "Bread is getting expensive, my tea got cold while I waited.",
+    "I watched a cooking show with Jamie Oliver last night, he made a pumpkin soup.",
+    "Nice, I mostly scrolled through random videos.",
+    "面包店新出的酸面包要38块一个，排了很长的队。",
+    "面包越来越贵了，不过闻起来很香。",
+    "楼下的咖啡馆改成早上7点开门了，我顺路买了一杯。",
+    "是啊，早上的咖啡最舒服了。",
+]
+
+
+async def gate_namespace(client: Any) -> dict[str, dict[str, Any]]:
+    await store_sessions(client, [("en", CHATTER_EN), ("facts", CHAT_WITH_FACTS),
+                                  ("zh", CHATTER_ZH)])
+    return await everything(client, "alice")
+
+
+class TestQualityGate:
+    async def test_a_pass_that_keeps_its_facts_findable_is_committed(
+            self, open_client: Any) -> None:
+        async with open_client(**SMALL_CHUNKS) as client:
+            await gate_namespace(client)
+            await set_policy(client, "alice")
+            result = only(await run(client, "alice", force=True))
+            gate = result["gate"]
+            assert gate["passed"] and gate["coverage"] >= gate["bound"] == 0.97, gate
+            assert gate["probes"] >= 4 and gate["evaluated"] >= 2, gate
+            assert result["compressed"] and result["summaries"]
+            facts = [m for m in (await everything(client, "alice")).values()
+                     if m["session_id"] == "facts"]
+            assert any(m["state"] == "compressed" for m in facts)
+
+    async def test_a_pass_that_loses_facts_is_rolled_back_and_says_why(
+            self, open_client: Any) -> None:
+        async with open_client(**SMALL_CHUNKS) as client:
+            before = await gate_namespace(client)
+            service = client.app.state.engram.compression.service
+            # A summarizer that keeps the gist and drops every fact.
+            service._summarizer = AbstractiveSummarizer(
+                "http://llm.test/v1", model="tiny", transport=httpx.MockTransport(
+                    lambda _: httpx.Response(200, json={"choices": [{"message": {
+                        "content": "Small talk about the weather, a cat, bread and coffee."}}]})))
+            await set_policy(client, "alice")
+            result = only(await run(client, "alice", force=True))
+
+            gate = result["gate"]
+            assert not gate["passed"] and gate["coverage"] < 0.97, gate
+            assert gate["failed_probes"] >= 1 and gate["failed"]
+            missing = {w for f in gate["failed"] for w in f["missing"]}
+            assert missing & {"6", "euros", "38", "biscuit", "7"}, gate["failed"]
+            assert "below 0.97" in gate["reason"] and "nothing compressed" in gate["reason"]
+            # Rolled back: nothing compressed, no summary, no archive row, texts as they were.
+            assert result["compressed"] == [] and result["summaries"] == []
+            after = await everything(client, "alice")
+            assert set(after) == set(before)
+            assert all(after[i]["text"] == before[i]["text"] and after[i]["state"] == "active"
+                       for i in before)
+            items = (await dump(client, "alice"))["items"]
+            assert all(i["summarized_by"] is None and i["compressed"] is None for i in items)
+            repo = client.app.state.engram.repo
+            assert await repo.get_archived("alice", list(before)) == []
