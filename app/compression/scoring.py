@@ -42,9 +42,9 @@ novelty are ordinary, so urgency raises the score on its own::
     time    = 1 near (now, today, tomorrow, 明天, 十点前…), 0.6 a deadline with a date
               ("by Friday", 月底前), 0.35 none
     stakes  = 1 - exp(-k / 0.7),  k = 1.5 trouble or loss (lost, stolen, crashed, 丢了,
-              宕机…) + 1 distress (scared, 害怕…; 1.5 intensified: "so scared", 好害怕)
+              宕机…) + 0.8 distress (scared, 害怕…; 1.5 intensified: "so scared", 好害怕)
               + 1 consequence (otherwise, 不然…) + 0.5 obligation (must, 必须…)
-              + 0.4 exclamation, each class once
+              + 0.3 exclamation, each class once
     urgency = time * stakes
 
 An obligation with a near time ("I have to go, see you tomorrow") stays well below the
@@ -140,18 +140,18 @@ def combine(dims: Dimensions, weights: Weights, *, feedback: float = 0.0,
 
 
 def _distress(line: str) -> float:
-    """1.5 for an intensified feeling of distress ("so scared", 好害怕), 1 for a plain one."""
+    """1.5 for an intensified feeling of distress ("so scared", 好害怕), 0.8 for a plain one."""
     words = [w for w in tokens(line) if w.isascii()]
     found = 0.0
     for i, word in enumerate(words):
         if word in lexicon.EN_DISTRESS:
-            found = max(found, 1.5 if i and words[i - 1] in lexicon.EN_INTENSIFIERS else 1.0)
+            found = max(found, 1.5 if i and words[i - 1] in lexicon.EN_INTENSIFIERS else 0.8)
     for word in lexicon.ZH_DISTRESS:
         at = line.find(word)
         if at >= 0:
             before = line[max(0, at - 2): at]
             found = max(found, 1.5 if any(before.endswith(i) for i in lexicon.ZH_INTENSIFIERS)
-                        else 1.0)
+                        else 0.8)
     return found
 
 
@@ -165,7 +165,7 @@ def _line_urgency(line: str) -> float:
     k = (1.5 * bool(lexicon.TROUBLE_RE.search(line)) + _distress(line)
          + 1.0 * bool(lexicon.CONSEQUENCE_RE.search(line))
          + 0.5 * bool(lexicon.OBLIGATION_RE.search(line))
-         + 0.4 * bool(lexicon.EXCLAMATION_RE.search(line)))
+         + 0.3 * bool(lexicon.EXCLAMATION_RE.search(line)))
     return time * _saturate(k, 0.7)
 
 

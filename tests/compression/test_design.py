@@ -53,7 +53,7 @@ class TestEmergencyHold:
             await store_sessions(client, [
                 ("en", CHATTER_EN), ("urgent-en", URGENT_EN),
                 ("zh", CHATTER_ZH), ("urgent-zh", URGENT_ZH), ("ordinary", ORDINARY)])
-            # No policy chosen: the default preset and weights of SPEC §8.
+            # No policy chosen: the default preset and weights of SPEC.md.
             policy = (await client.get("/v1/compression/policies/alice")).json()
             assert policy["chosen"] is False and policy["live"]["emergency_hold"] == 0.9
             result = only(await run(client, "alice", force=True))
