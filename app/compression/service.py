@@ -8,7 +8,8 @@ The pass works on a snapshot, so store calls are not held up by the slow parts:
 3. **Feedback**: reference phrases in new messages boost what they point to; recalled
    memories used by later messages give the context hit rate and move the weights.
 4. **Decide** with the live policy (rules.py), and with the shadow policy for the report.
-5. **Prepare** each group of memories to compress: clusters, summaries (embedded), triples.
+5. **Prepare** each group of memories to compress: clusters, summaries (embedded), triples;
+   then the **quality gate** (gate.py): below its coverage bound nothing is compressed.
 6. **Apply** under the namespace write lock: the memories touched are read again and a
    group whose sources changed meanwhile is skipped; then archive rows, summaries, changed
    memory columns and events are written, one table version each.
