@@ -4,7 +4,8 @@ Before a pass writes anything, it asks its own **probe questions**, derived from
 memories it is about to compress: every proposition (sentence with its speaker) that
 carries a fact someone may ask for — a number, a time or date, a named entity (not a
 speaker) — is a probe whose *answer* is those facts and whose *question* is the sentence
-with them masked ("Melanie: I signed up for a pottery class on …"). Each question is
+with them masked ("Melanie: I signed up for a pottery class on …"), if at least three
+content words are left to ask with. Each question is
 embedded and searched, by cosine, among the namespace's searchable memories twice: as
 they are (**before**) and as the pass would leave them — its sources gone from search,
 its summaries in (**after**). An answer word counts as found when one of the `TOP_K`
@@ -37,6 +38,8 @@ from app.storage.records import MemoryRecord
 TOP_K: Final = 5  # memories a recall puts first; the gate's notion of "found"
 MAX_PROBES: Final = 150  # per pass, spread over its memories: bounds the embedding work
 MAX_REPORTED: Final = 10
+# Content words a masked sentence must keep to be a question at all.
+MIN_QUESTION_WORDS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,8 @@ def probes_of(memories: Sequence[MemoryRecord], *, limit: int = MAX_PROBES) -> l
             question = prop.text
             for anchor in sorted(set(anchors), key=len, reverse=True):
                 question = re.sub(re.escape(anchor), "…", question, flags=re.IGNORECASE)
+            if len(set(content_tokens(question)) - answer) < MIN_QUESTION_WORDS:
+                continue  # "Melanie: …!" (a capitalised "Congrats") asks nothing
             found.append(Probe(memory.id, f"{prop.speaker}: {question}" if prop.speaker
                                else question, answer))
     if len(found) > limit:
