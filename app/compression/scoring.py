@@ -44,7 +44,7 @@ novelty are ordinary, so urgency raises the score on its own::
     stakes  = 1 - exp(-k / 0.7),  k = 1.5 trouble or loss (lost, stolen, crashed, 丢了,
               宕机…) + 0.8 distress (scared, 害怕…; 1.5 intensified: "so scared", 好害怕)
               + 1 consequence (otherwise, 不然…) + 0.5 obligation (must, 必须…)
-              + 0.3 exclamation, each class once
+              + 0.3 exclamation (only beside another stake), each class once
     urgency = time * stakes
 
 An obligation with a near time ("I have to go, see you tomorrow") stays well below the
@@ -164,8 +164,10 @@ def _line_urgency(line: str) -> float:
         time = 0.35
     k = (1.5 * bool(lexicon.TROUBLE_RE.search(line)) + _distress(line)
          + 1.0 * bool(lexicon.CONSEQUENCE_RE.search(line))
-         + 0.5 * bool(lexicon.OBLIGATION_RE.search(line))
-         + 0.3 * bool(lexicon.EXCLAMATION_RE.search(line)))
+         + 0.5 * bool(lexicon.OBLIGATION_RE.search(line)))
+    # An exclamation amplifies a stake; on its own ("see you today!") it is none.
+    if k and lexicon.EXCLAMATION_RE.search(line):
+        k += 0.3
     return time * _saturate(k, 0.7)
 
 
