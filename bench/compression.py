@@ -239,6 +239,7 @@ async def run_preset(preset: str, data_dir: Path, samples: list[Sample],
                 "compressed": len(outcome["compressed"]),
                 "summaries": len(outcome["summaries"]), "held": len(outcome["held"]),
                 "promoted": len(outcome["promoted"]), "probes": len(during),
+                "aged": len(outcome.get("aged", [])), "gate": outcome.get("gate"),
                 "worst_store_ms": round(max(during, default=0.0), 1)})
             print(f"  [{preset}] {ns}: {len(outcome['compressed'])} compressed into "
                   f"{len(outcome['summaries'])} summaries in {seconds:.1f} s", file=sys.stderr)
@@ -322,14 +323,19 @@ def render(report: PresetReport, questions: list[Question]) -> str:
                - mean([s.coverage for s in report.before]))
     lines += ["", f"Change: evidence recall {delta_r:+.3f}, answer-token coverage "
               f"{delta_c:+.3f} ({len(questions)} questions).", ""]
-    lines += ["| namespace | stream | decisions | compressed | summaries | forced | pass s "
-              "(phases) | lock s | worst store ms |", "|---" * 9 + "|"]
+    lines += ["| namespace | stream | decisions | compressed | summaries | forced | gate "
+              "(coverage, probes) | pass s (phases) | lock s | worst store ms |",
+              "|---" * 10 + "|"]
     for n in report.namespaces:
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(n["decisions"].items()))
         phases = ", ".join(f"{k} {v:.1f}" for k, v in n["phases"].items())
+        gate = n.get("gate")
+        gate_cell = ("—" if not gate else f"{'passed' if gate['passed'] else '**rolled back**'}"
+                     f" {gate['coverage']:.3f}, {gate['evaluated']}/{gate['probes']}")
         lines.append(f"| {n['namespace']} | {n['stream']} | {decisions} | {n['compressed']} | "
-                     f"{n['summaries']} | {'yes' if n['forced'] else 'no'} | {n['seconds']} "
-                     f"({phases}) | {n['lock_seconds']} | {n['worst_store_ms']} |")
+                     f"{n['summaries']} | {'yes' if n['forced'] else 'no'} | {gate_cell} | "
+                     f"{n['seconds']} ({phases}) | {n['lock_seconds']} | "
+                     f"{n['worst_store_ms']} |")
     return "\n".join(lines)
 
 

@@ -1,12 +1,13 @@
 """Compression: weight scores, decision rules, summaries and the background scheduler.
 
-    scoring.py     the four dimensions and the weight score (pure)
+    scoring.py     the four dimensions, urgency and the weight score (pure)
     policy.py      rule parameters and scenario presets
     rules.py       the decision rules of SPEC.md §8 (pure)
     feedback.py    reference boosts, context hit rate, online weights (pure)
     clustering.py  candidates → clusters (embeddings + TF-IDF)
     summarize.py   extractive summaries; optional OpenAI-compatible abstractive ones
     triples.py     the subject–verb–object form of compressed originals
+    gate.py        the quality gate: probe questions and answer coverage (pure)
     archive.py     restoring a compressed memory byte for byte
     service.py     one pass over one namespace
     scheduler.py   the background task, manual runs, status

@@ -77,3 +77,57 @@ NUMBER_DATE_RE: Final = re.compile(
     r"|今天|明天|后天|昨天|今晚|下周|上周|周[一二三四五六日末]|星期[一二三四五六日天]|下个月|月底|年底",
     re.IGNORECASE,
 )
+
+# --- urgency ----------------------------------------------------------------------------
+# Closed classes, not examples: what makes a moment urgent is a near time together with
+# something at stake. Each class is matched once per line (its presence, not its count).
+
+# A near time: now, today, tonight, tomorrow, within hours, or a clock time with "before".
+IMMINENT_RE: Final = re.compile(
+    r"(?<![A-Za-z])(?:right now|right away|immediately|asap|urgently|today|tonight|"
+    r"tomorrow|this (?:morning|afternoon|evening)|within (?:an?|the|\d+) (?:hour|minute|day)s?|"
+    r"in \d+ (?:minutes?|hours?)|by \d{1,2}(?::\d\d)? ?(?:am|pm)|just now)(?![A-Za-z])"
+    r"|现在|马上|立刻|立即|尽快|赶紧|赶快|今天|今晚|今早|明天|明早|明晚|刚刚|刚才|小时内|分钟内"
+    r"|[\d一二三四五六七八九十两]+点(?:半|钟)?(?:之?前|以前)",
+    re.IGNORECASE,
+)
+# A deadline further away: a date with "by/before/until/due", a 截止 or …前.
+DEADLINE_RE: Final = re.compile(
+    r"(?<![A-Za-z])(?:deadline|due|by|before|until|no later than)(?![A-Za-z])"
+    r"|截止|之前|以前|前交|前完成",
+    re.IGNORECASE,
+)
+OBLIGATION_RE: Final = re.compile(
+    r"(?<![A-Za-z])(?:must|have to|has to|had to|need to|needs to|got to|gotta|required to)"
+    r"(?![A-Za-z])|必须|务必|一定要|非得|只能|不得不",
+    re.IGNORECASE,
+)
+# Something lost, broken, failing or dangerous.
+TROUBLE_RE: Final = re.compile(
+    r"(?<![A-Za-z])(?:lost|lose|losing|missing|stolen|stole|broken|broke down|crashed|"
+    r"crashing|is down|went down|outage|failed|failing|emergency|urgent|accident|injured|"
+    r"bleeding|ambulance|fever|police|flood|cancell?ed|evicted|fired|"
+    r"overdue|locked out)(?![A-Za-z])"
+    r"|丢了|丢失|弄丢|被偷|偷了|坏了|崩了|宕机|挂了|出事|事故|紧急|急诊|发烧|受伤|流血|报警"
+    r"|救命|着火|失火|失败|取消了|被开除|来不及|出问题|故障|投诉|赔钱|违约",
+    re.IGNORECASE,
+)
+# What happens if not: the stakes said out loud.
+CONSEQUENCE_RE: Final = re.compile(
+    r"(?<![A-Za-z])(?:otherwise|or else|or we|or i|or they|or it|if not|unless)(?![A-Za-z])"
+    r"|不然|否则|要不然|要不就|就完了|就麻烦了",
+    re.IGNORECASE,
+)
+# Feelings of distress: the negative part of the emotion lexicon above.
+EN_DISTRESS: Final = word_set(
+    """
+    sad upset cry cried crying tears heartbroken lonely depressed miserable angry furious
+    afraid scared fear terrified worried worrying anxious anxiety nervous panic panicking
+    stressed overwhelmed hurt painful pain desperate devastated shocked horrible terrible
+    awful hopeless helpless grief
+    """
+)
+ZH_DISTRESS: Final = (
+    "难过", "伤心", "悲伤", "痛苦", "哭", "流泪", "绝望", "崩溃", "生气", "愤怒", "害怕", "恐惧",
+    "担心", "焦虑", "紧张", "不安", "慌", "受不了", "糟糕", "可怕", "震惊", "无助", "心碎", "急死",
+)

@@ -85,6 +85,10 @@ class Policy(BaseModel):
         "Summaries list every technology, hashtag and quoted term of their sources."))
     keep_entity_relations: bool = Field(default=False, description=(
         "Compressed forms keep every relation between two named entities."))
+    min_coverage: float = Field(default=0.97, ge=0, le=1, description=(
+        "Quality gate: a pass is committed only if its probe questions (the facts of the "
+        "memories it compresses) keep at least this share of their answers findable; "
+        "0 turns the gate off."))
 
     @model_validator(mode="after")
     def _thresholds_ordered(self) -> Self:

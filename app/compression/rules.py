@@ -18,8 +18,12 @@ with its weight score. Rules, with `low` = base_threshold and `high` = emergency
    (active text size / capacity) has reached the alarm level `memory_limit` (0.7). Every
    candidate inside a triggered window is compressed. `force` skips the pressure check
    only (the ratio still applies); reports say when it was used.
-4. **Age.** Independently, a memory older than `age_days` (30, by message time) that is
-   kept (not a candidate) becomes a long-term fact: tier `longterm`.
+4. **Age.** Independently (no run, window or pressure needed), a memory older than
+   `age_days` (30, by message time) whose score is low — strictly below `low`, eligible, not
+   frozen, without the keep signal — is compressed like a candidate of a triggered window:
+   its long-term summary replaces it in recall and its original goes to the archive. An
+   old memory that is not low (kept, held) becomes a long-term fact as it is: tier
+   `longterm`.
 
 Thresholds are strict: a score equal to `low` is not low, equal to `high` is not a hold.
 """
@@ -51,6 +55,7 @@ class StreamItem:
     eligible: bool = True  # False: protected / restored, never a candidate
     keep: bool = False  # the policy's keep signal (emotion_keep): never low
     ineligible_as: Decision = Decision.protected
+    old: bool = False  # older than the age limit (rule 4)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class Plan:
     pressure: float = 0.0
     pressure_alarm: bool = False
     forced: bool = False
+    aged: list[int] = field(default_factory=list)  # compressed by the age rule alone
 
     @property
     def to_compress(self) -> list[int]:
@@ -145,7 +151,7 @@ def window_ratios(decisions: Sequence[Decision], window_size: int) -> list[tuple
 
 def decide(items: Sequence[StreamItem], params: RuleParams, *, pressure: float,
            force: bool = False) -> Plan:
-    """Apply rules 1–3 to a stream; `pressure` is the namespace's size / capacity."""
+    """Apply rules 1–4 to a stream; `pressure` is the namespace's size / capacity."""
     decisions = mark_runs(items, low=params.low, high=params.high,
                           run_length=params.run_length)
     decisions = freeze_before_holds(items, decisions, high=params.high,
@@ -158,6 +164,12 @@ def decide(items: Sequence[StreamItem], params: RuleParams, *, pressure: float,
         for j in range(start, end):
             if decisions[j] == Decision.candidate:
                 decisions[j] = Decision.compress
+    aged = []
+    for i, item in enumerate(items):
+        if (item.old and _is_low(item, params.low)
+                and decisions[i] in (Decision.keep, Decision.candidate)):
+            decisions[i] = Decision.compress
+            aged.append(i)
     waiting = sum(d in (Decision.candidate, Decision.compress) for d in decisions)
     return Plan(
         decisions=decisions,
@@ -167,6 +179,7 @@ def decide(items: Sequence[StreamItem], params: RuleParams, *, pressure: float,
         pressure=pressure,
         pressure_alarm=alarm,
         forced=force and not alarm and bool(applied),
+        aged=aged,
     )
 
 

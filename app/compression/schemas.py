@@ -87,6 +87,25 @@ class ShadowReport(BaseModel):
     examples: list[ShadowDiff] = Field(description="The first differing memories.")
 
 
+class FailedProbe(BaseModel):
+    memory_id: str = Field(description="The memory the probe was derived from.")
+    question: str = Field(description="The sentence with its facts masked.")
+    missing: list[str] = Field(description="Answer words found before the pass, not after.")
+
+
+class GateReport(BaseModel):
+    """The quality gate of one pass (docs/compression.md, "Quality gate")."""
+
+    probes: int = Field(description="Probe questions derived from the memories to compress.")
+    evaluated: int = Field(description="Probes whose answer recall found before the pass.")
+    coverage: float = Field(description="Share of those answers still found after it.")
+    bound: float = Field(description="The policy's min_coverage.")
+    passed: bool = Field(description="False: the pass's compression was not committed.")
+    failed_probes: int
+    failed: list[FailedProbe] = Field(description="The first probes that lost answers.")
+    reason: str | None = Field(default=None, description="Why nothing was compressed.")
+
+
 class NamespaceResult(BaseModel):
     namespace: str
     ok: bool = True
@@ -117,6 +136,9 @@ class NamespaceResult(BaseModel):
                             "emergency hold.")
     promoted: list[str] = Field(default_factory=list, description="Made long-term facts "
                                 "by the age pass.")
+    aged: list[str] = Field(default_factory=list, description=(
+        "Old, low-value memories the age rule chose to compress into long-term summaries "
+        "(in `compressed` once written), whatever the pressure."))
     skipped_groups: int = Field(default=0, description="Groups left alone because a source "
                                 "changed while the pass ran.")
     text_chars_before: int = 0
@@ -126,6 +148,8 @@ class NamespaceResult(BaseModel):
     hit_rate: float | None = None
     weights: dict[str, float] = Field(default_factory=dict)
     shadow: ShadowReport | None = None
+    gate: GateReport | None = Field(default=None, description=(
+        "The quality gate, when the pass had something to compress."))
 
 
 class PassResult(BaseModel):

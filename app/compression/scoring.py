@@ -35,8 +35,25 @@ length (a long chunk with one "happy" is calmer than "I'm SO happy!!!")::
     raw = words + 0.5 * intensified + 0.5 * exclamations + 0.7 * emoji + 0.5 * shouting
     emotion = 1 - exp(-(raw / max(1, sqrt(tokens / 30))) / 4)
 
-**Weight score** = the weighted mean of the four (weights normalised to sum 1) plus the
-feedback boost earned by explicit references, clamped to [0, 1].
+**Urgency** — a near time together with something at stake, per line (the most urgent
+line counts): a weighted mean cannot single out a short urgent message, whose entropy and
+novelty are ordinary, so urgency raises the score on its own::
+
+    time    = 1 near (now, today, tomorrow, 明天, 十点前…), 0.6 a deadline with a date
+              ("by Friday", 月底前), 0.35 none
+    stakes  = 1 - exp(-k / 0.7),  k = 1.5 trouble or loss (lost, stolen, crashed, 丢了,
+              宕机…) + 0.8 distress (scared, 害怕…; 1.5 intensified: "so scared", 好害怕)
+              + 1 consequence (otherwise, 不然…) + 0.5 obligation (must, 必须…)
+              + 0.3 exclamation (only beside another stake), each class once
+    urgency = time * stakes
+
+An obligation with a near time ("I have to go, see you tomorrow") stays well below the
+emergency hold; a loss or a threat together with a deadline reaches it.
+
+**Weight score** = the weighted mean of the four (weights normalised to sum 1), raised by
+the urgency as a probabilistic "or" — ``mean + (1 - mean) * urgency``, so either alone can
+make a memory important — plus the feedback boost earned by explicit references, clamped
+to [0, 1].
 
 Pure functions: the service loads memories and writes the results.
 """
@@ -111,12 +128,53 @@ class Weights:
                        self.emotion / total)
 
 
-def combine(dims: Dimensions, weights: Weights, *, feedback: float = 0.0) -> float:
-    """The weight score: weighted mean of the dimensions plus the feedback boost, in [0, 1]."""
+def combine(dims: Dimensions, weights: Weights, *, feedback: float = 0.0,
+            urgency: float = 0.0) -> float:
+    """The weight score: weighted mean of the dimensions, raised by the urgency, plus the
+    feedback boost, in [0, 1]."""
     w = weights.normalised()
-    value = (w.novelty * dims.novelty + w.entropy * dims.entropy + w.task * dims.task
-             + w.emotion * dims.emotion + feedback)
+    mean = (w.novelty * dims.novelty + w.entropy * dims.entropy + w.task * dims.task
+            + w.emotion * dims.emotion)
+    value = mean + (1.0 - mean) * urgency + feedback
     return min(1.0, max(0.0, value))
+
+
+def _distress(line: str) -> float:
+    """1.5 for an intensified feeling of distress ("so scared", 好害怕), 0.8 for a plain one."""
+    words = [w for w in tokens(line) if w.isascii()]
+    found = 0.0
+    for i, word in enumerate(words):
+        if word in lexicon.EN_DISTRESS:
+            found = max(found, 1.5 if i and words[i - 1] in lexicon.EN_INTENSIFIERS else 0.8)
+    for word in lexicon.ZH_DISTRESS:
+        at = line.find(word)
+        if at >= 0:
+            before = line[max(0, at - 2): at]
+            found = max(found, 1.5 if any(before.endswith(i) for i in lexicon.ZH_INTENSIFIERS)
+                        else 0.8)
+    return found
+
+
+def _line_urgency(line: str) -> float:
+    if lexicon.IMMINENT_RE.search(line):
+        time = 1.0
+    elif lexicon.DEADLINE_RE.search(line) and lexicon.NUMBER_DATE_RE.search(line):
+        time = 0.6
+    else:
+        time = 0.35
+    k = (1.5 * bool(lexicon.TROUBLE_RE.search(line)) + _distress(line)
+         + 1.0 * bool(lexicon.CONSEQUENCE_RE.search(line))
+         + 0.5 * bool(lexicon.OBLIGATION_RE.search(line)))
+    # An exclamation amplifies a stake; on its own ("see you today!") it is none.
+    if k and lexicon.EXCLAMATION_RE.search(line):
+        k += 0.3
+    return time * _saturate(k, 0.7)
+
+
+def urgency_score(text: str) -> float:
+    """The urgency of the most urgent line of `text` (see the module docstring)."""
+    return max((_line_urgency(line) for line in strip_roles(text).splitlines() if line.strip()),
+               default=0.0)
 
 
 def _saturate(count: float, scale: float) -> float:

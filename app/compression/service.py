@@ -8,7 +8,8 @@ The pass works on a snapshot, so store calls are not held up by the slow parts:
 3. **Feedback**: reference phrases in new messages boost what they point to; recalled
    memories used by later messages give the context hit rate and move the weights.
 4. **Decide** with the live policy (rules.py), and with the shadow policy for the report.
-5. **Prepare** each group of memories to compress: clusters, summaries (embedded), triples.
+5. **Prepare** each group of memories to compress: clusters, summaries (embedded), triples;
+   then the **quality gate** (gate.py): below its coverage bound nothing is compressed.
 6. **Apply** under the namespace write lock: the memories touched are read again and a
    group whose sources changed meanwhile is skipped; then archive rows, summaries, changed
    memory columns and events are written, one table version each.
@@ -39,19 +40,28 @@ from app.classify.analyzer import Analysis, analyze
 from app.classify.importance import estimate_importance
 from app.classify.smalltalk import is_small_talk
 from app.compression import feedback as fb
+from app.compression import gate
 from app.compression.clustering import cluster, consecutive_runs
 from app.compression.metrics import CompressionMetrics
 from app.compression.policy import Policy, build_policy
 from app.compression.rules import Decision, Plan, RuleParams, StreamItem, decide, long_term_due
 from app.compression.schemas import (
+    FailedProbe,
     FeedbackView,
+    GateReport,
     NamespaceResult,
     PolicyConfig,
     PolicyView,
     ShadowDiff,
     ShadowReport,
 )
-from app.compression.scoring import Dimensions, combine, named_terms, novelty_scores
+from app.compression.scoring import (
+    Dimensions,
+    combine,
+    named_terms,
+    novelty_scores,
+    urgency_score,
+)
 from app.compression.scoring import text_dimensions as score_text
 from app.compression.summarize import AbstractiveSummarizer, extractive_summary
 from app.compression.text import strip_roles
@@ -245,19 +255,22 @@ class CompressionService:
         result.weights = live.weights.model_dump()
 
         stream = [m for m in history if m.state == "active"]
-        scores = [self._weight(m, live) for m in stream]
+        # From the text on every pass (a few regular expressions per line): no stored column.
+        urgency = [urgency_score(m.text) for m in stream]
+        scores = [self._weight(m, live, u) for m, u in zip(stream, urgency, strict=True)]
         for memory, score in zip(stream, scores, strict=True):
             if not math.isclose(score, memory.weight_score, abs_tol=1e-6):
                 work.change(memory, weight_score=score)
                 memory.weight_score = score
         size = sum(len(m.text) for m in memories if m.state == "active")
         pressure = size / self.capacity(live)
-        plan = decide(self._items(stream, scores, live), self._params(live),
+        plan = decide(self._items(stream, scores, live, now), self._params(live),
                       pressure=pressure, force=force)
         self._record_plan(plan, stream, work, result, live, now)
         if shadow is not None:
-            shadow_scores = [self._weight(m, shadow) for m in stream]
-            shadow_plan = decide(self._items(stream, shadow_scores, shadow),
+            shadow_scores = [self._weight(m, shadow, u)
+                             for m, u in zip(stream, urgency, strict=True)]
+            shadow_plan = decide(self._items(stream, shadow_scores, shadow, now),
                                  self._params(shadow), pressure=size / self.capacity(shadow),
                                  force=force)
             result.shadow = self._shadow_report(shadow.name, stream, plan, shadow_plan, scores,
@@ -274,6 +287,11 @@ class CompressionService:
             work.groups = await self._prepare_groups(
                 [stream[i] for i in plan.to_compress], [i for i in plan.to_compress], live, now)
             clock.lap("prepare")
+            if work.groups and live.min_coverage > 0:
+                result.gate = await self._gate(memories, work.groups, live)
+                clock.lap("gate")
+                if not result.gate.passed:
+                    work.groups = []  # rolled back before anything is written
         if not dry_run:
             await self._write(namespace, work, result, now)
             if state.to_json() != stored_state:  # every meta write is a table version
@@ -285,7 +303,12 @@ class CompressionService:
                          candidate_ratio=result.candidate_ratio, hit_rate=state.hit_rate)
         log.info("compression_pass", namespace=namespace, dry_run=dry_run,
                  compressed=len(result.compressed), summaries=len(result.summaries),
-                 pressure=round(pressure, 3), seconds=result.seconds)
+                 pressure=round(pressure, 3), seconds=result.seconds,
+                 gate=None if result.gate is None else result.gate.coverage)
+        if result.gate is not None and not result.gate.passed:
+            log.warning("compression_gate_failed", namespace=namespace,
+                        coverage=result.gate.coverage, failed=[
+                            (f.question[:60], f.missing) for f in result.gate.failed])
         return result
 
     # --- scoring -----------------------------------------------------------------------
@@ -321,7 +344,8 @@ class CompressionService:
                 # SPEC §5: importance comes from category *and* weight score, which the
                 # builder cannot know yet. Applied once, as the difference to the builder's
                 # own estimate, so promotions earned meanwhile are kept.
-                weight = combine(dimensions_of(memory), policy.weights.to_weights())
+                weight = combine(dimensions_of(memory), policy.weights.to_weights(),
+                                 urgency=urgency_score(memory.text))
                 with_weight = estimate_importance(
                     analysis.category, analysis.confidence, analysis.entities,
                     weight_score=weight, small_talk=analysis.small_talk)
@@ -329,12 +353,13 @@ class CompressionService:
                     work.importance_delta[memory.id] = with_weight - analysis.importance
         return len(todo)
 
-    def _weight(self, memory: MemoryRecord, policy: Policy) -> float:
-        if policy.junk_filter and (memory.score_entropy < _JUNK_ENTROPY
-                                   or is_small_talk(strip_roles(memory.text))):
+    def _weight(self, memory: MemoryRecord, policy: Policy, urgency: float) -> float:
+        # Urgent text is never junk, however short ("lost my passport, flight tomorrow!").
+        if policy.junk_filter and urgency < 0.5 and (
+                memory.score_entropy < _JUNK_ENTROPY or is_small_talk(strip_roles(memory.text))):
             return 0.0
         return combine(dimensions_of(memory), policy.weights.to_weights(),
-                       feedback=memory.score_feedback)
+                       feedback=memory.score_feedback, urgency=urgency)
 
     @staticmethod
     def _params(policy: Policy) -> RuleParams:
@@ -342,9 +367,9 @@ class CompressionService:
                           run_length=policy.run_length, window_size=policy.window_size,
                           candidate_ratio=policy.candidate_ratio, memory_limit=policy.memory_limit)
 
-    @staticmethod
-    def _items(stream: Sequence[MemoryRecord], scores: Sequence[float], policy: Policy
-               ) -> list[StreamItem]:
+    def _items(self, stream: Sequence[MemoryRecord], scores: Sequence[float], policy: Policy,
+               now: datetime) -> list[StreamItem]:
+        age_days = self._settings.compression_age_days
         items = []
         for memory, score in zip(stream, scores, strict=True):
             restored = memory.decision == Decision.restored
@@ -354,8 +379,9 @@ class CompressionService:
             ineligible_as = (Decision.restored if restored else Decision.hold if held
                              else Decision.protected)
             keep = policy.emotion_keep is not None and memory.score_emotion >= policy.emotion_keep
+            old = long_term_due(_moment(memory), now, age_days=age_days)
             items.append(StreamItem(score=score, eligible=eligible, keep=keep,
-                                    ineligible_as=ineligible_as))
+                                    ineligible_as=ineligible_as, old=old))
         return items
 
     # --- feedback ----------------------------------------------------------------------
@@ -463,9 +489,8 @@ class CompressionService:
             if memory.decision != stored:
                 work.change(memory, decision=stored, decided_at=now)
             kept = decision not in (Decision.candidate, Decision.compress)
-            moment = memory.time_end or memory.time_start or memory.created_at
             if (kept and memory.tier != "longterm"
-                    and long_term_due(moment, now, age_days=age_days)):
+                    and long_term_due(_moment(memory), now, age_days=age_days)):
                 work.change(memory, tier="longterm")
                 work.events.append(new_event(
                     memory, "promoted", f"{memory.tier} → longterm: older than {age_days:g} "
@@ -481,6 +506,7 @@ class CompressionService:
         result.pressure = round(plan.pressure, 6)
         result.pressure_alarm = plan.pressure_alarm
         result.forced = plan.forced
+        result.aged = [stream[i].id for i in plan.aged]
 
     @staticmethod
     def _shadow_report(name: str, stream: list[MemoryRecord], live: Plan, shadow: Plan,
@@ -546,6 +572,39 @@ class CompressionService:
                                                  analysis, now)
         return prepared
 
+    async def _gate(self, memories: list[MemoryRecord], groups: list[_Group], policy: Policy
+                    ) -> GateReport:
+        """The quality gate of the prepared groups (app/compression/gate.py)."""
+        sources = [m for g in groups for m in g.sources]
+        probes = await asyncio.to_thread(gate.probes_of, sources)
+        if not probes:
+            return GateReport(probes=0, evaluated=0, coverage=1.0, bound=policy.min_coverage,
+                              passed=True, failed_probes=0, failed=[])
+        questions = await self._pool.embed_many([p.question for p in probes], query=True,
+                                                background=True)
+        questions = _unit_rows([list(map(float, q)) for q in questions], self._pool.dim)
+        searchable = [m for m in memories if m.state == "active"]
+        gone = {m.id for m in sources}
+        summaries = [g.summary for g in groups if g.summary is not None]
+        kept = [m for m in searchable if m.id not in gone]
+        texts = {m.id: m.text for m in [*searchable, *summaries]}
+        before = ([m.id for m in searchable], _unit_rows([m.vector for m in searchable],
+                                                          self._pool.dim))
+        after_records = [*kept, *summaries]
+        after = ([m.id for m in after_records], _unit_rows([m.vector for m in after_records],
+                                                            self._pool.dim))
+        outcome = await asyncio.to_thread(gate.evaluate, probes, questions, before, after,
+                                          texts)
+        passed = outcome.coverage >= policy.min_coverage
+        return GateReport(
+            probes=outcome.probes, evaluated=outcome.evaluated,
+            coverage=round(outcome.coverage, 4), bound=policy.min_coverage, passed=passed,
+            failed_probes=outcome.failed_count,
+            failed=[FailedProbe(**f) for f in outcome.failed],
+            reason=None if passed else (
+                f"answer coverage {outcome.coverage:.3f} of {outcome.evaluated} probe "
+                f"questions is below {policy.min_coverage:g}: nothing compressed"))
+
     async def _summaries(self, groups: list[_Group], policy: Policy) -> list[str]:
         # No longer than a chunk: the embedding model reads ~256 tokens, a longer summary
         # would be searchable by its beginning only.
@@ -559,9 +618,10 @@ class CompressionService:
             if not text:
                 keep = ([t for m in group.sources for t in named_terms(m.entities)]
                         if policy.protect_terms else [])
+                facts = [n for m in group.sources for n in gate.entity_names(m)]
                 text = await asyncio.to_thread(
                     extractive_summary, sources, ratio=policy.summary_ratio,
-                    max_chars=max_chars, keep_terms=keep)
+                    max_chars=max_chars, keep_terms=keep, facts=facts)
             texts.append(text or sources[0][:max_chars])
         return texts
 
@@ -730,6 +790,11 @@ class _Clock:
         now = time.monotonic()
         self._phases[name] = round(now - self._last, 3)
         self._last = now
+
+
+def _moment(memory: MemoryRecord) -> datetime | None:
+    """When a memory was said, for the age rule: its last message's time."""
+    return memory.time_end or memory.time_start or memory.created_at
 
 
 def _overlaps(history: list[MemoryRecord], todo: list[int], *, reach: int = 8

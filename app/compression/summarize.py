@@ -1,7 +1,9 @@
 """Summaries of a cluster of memories: extractive by default, abstractive when configured.
 
 **Extractive** (no model, deterministic): the cluster's texts are cut into propositions
-(sentences with their speaker; repeats from overlapping chunks dropped). A proposition's
+(sentences with their speaker; repeats from overlapping chunks dropped). Propositions
+stating a fact — a number, time or date, or a named entity of the sources — are kept
+first (the facts people ask for, and the answers of the quality gate's probes). A proposition's
 information is the summed inverse document frequency, within the cluster, of its distinct
 content tokens, plus a bonus for numbers and dates (the facts people ask for). Propositions
 are picked greedily by *new* information per square root of length — what a proposition
@@ -49,7 +51,7 @@ def _render(chosen: Sequence[Proposition]) -> str:
 
 def extractive_summary(
     texts: Sequence[str], *, ratio: float = 0.4, min_chars: int = 60, max_chars: int = 1200,
-    keep_terms: Sequence[str] = (),
+    keep_terms: Sequence[str] = (), facts: Sequence[str] = (),
 ) -> str:
     """The most informative propositions of `texts`, in order.
 
@@ -59,6 +61,10 @@ def extractive_summary(
         min_chars, max_chars: bounds of the summary's length (before kept terms).
         keep_terms: terms that must stay findable: any the picked propositions miss is
             listed on a last `terms:` line (the long technical preset).
+        facts: named entities of the sources. A proposition holding one of them or a
+            number, time or date states a fact someone may ask for: such propositions
+            are picked first, within `max_chars` (the ratio budget applies to the rest),
+            so the quality gate's probe questions keep their answers.
     """
     props = propositions(list(texts))
     if not props:
@@ -75,6 +81,15 @@ def extractive_summary(
     chosen: set[int] = set()
     covered: set[str] = set()
     used = 0
+    lowered = [f.casefold() for f in facts if len(f) > 1]
+    factual = [i for i, p in enumerate(props) if not chatter[i] and (
+        numbers[i] or any(f in p.text.casefold() for f in lowered))]
+    for i in sorted(factual, key=lambda i: -numbers[i]):
+        size = len(props[i].render()) + 1
+        if used + size <= max_chars:
+            chosen.add(i)
+            covered |= bags[i]
+            used += size
     while True:
         best, best_gain = -1, 0.0
         for i, prop in enumerate(props):

@@ -10,11 +10,19 @@ Heuristic and bilingual; no parser is loaded. For each sentence:
 * **Chinese**: jieba's part-of-speech tags: the first verb (v*), the nearest noun, pronoun
   or name before it (我 → the speaker), and the nouns, numbers and times after it.
 
-A sentence without a recognisable verb gives no triple. The result is one
-`subject | verb | object` line per triple, at most about a quarter of the text's length:
-when there are more, those naming the most entities and numbers are kept (in order). When
-a memory yields none, a line of its key words is used instead. The full text is in
-the archive, so this form only has to be good enough to recognise what the memory was about.
+A triple is kept only when it is **meaningful**: its verb is a real predicate (not a
+copula, not a verb of thinking, seeming or knowing such as "think", "seem", 是, 觉得, 知道,
+好像 — they frame a statement rather than make one), its subject is the speaker, a personal
+pronoun, a name or a noun (not an adverb or a stray word: "mostly", 基本上), and its
+object holds a noun, a name or a number (not only a time, an adjective or an adverb: 下午,
+久). Each clause is tried in turn, so "是啊，我就慢慢走过来，顺便买了杯咖啡" gives
+"user | 买 | 杯咖啡" from its third clause. A line without a meaningful triple is kept as it
+was written ("阴天，不知道下午会不会下雨。" stays that sentence, not "阴天 | 不知道 | 下午").
+
+The result is one item per triple or kept line, at most about a quarter of the text's
+length: when there are more, those naming the most entities and numbers are kept (in
+order). The full text is in the archive, so this form only has to be good enough to
+recognise what the memory was about.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Final
 
 from app.classify.entities import warm_up
 from app.classify.stopwords import EN_STOP_WORDS, word_set
-from app.compression.text import content_tokens, sentences, split_speaker
+from app.compression.text import content_tokens, is_content, sentences, split_speaker
 from app.scripts import has_han
 
 _BASE_VERBS: Final = word_set(
@@ -63,6 +71,26 @@ _PRONOUNS: Final = word_set("i we you he she they it someone everyone nobody thi
 _WORD_RE: Final = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+(?:[.:/-]\d+)*")
 _ZH_SUBJECT_FLAGS: Final = ("n", "r", "eng")  # not times: 昨天 is when, not who
 _ZH_OBJECT_FLAGS: Final = ("n", "m", "q", "t", "eng", "a", "vn")
+# What makes an object a thing: a noun, a name, a verbal noun, an English word (LanceDB).
+_ZH_NOUN_FLAGS: Final = ("n", "eng", "vn")
+# Not real predicates: the copula and verbs that frame a statement (thinking, seeming,
+# knowing, wanting, modals) rather than make one; the next verb of the clause is tried.
+_LIGHT_EN: Final = word_set(
+    "think thinks thought guess guessed suppose supposed know knows knew known seem seems "
+    "seemed look looks looked feel feels felt mean means meant hope hoped wonder wondered"
+) | _COPULA
+_LIGHT_ZH: Final = frozenset((
+    "是", "觉得", "感觉", "认为", "以为", "知道", "好像", "似乎", "像", "想", "看来", "估计",
+    "猜", "会", "能", "能够", "可以", "要", "应该", "得", "不会", "可能", "不知道"))
+_PERSONAL_EN: Final = word_set("i we you he she they")
+_PERSONAL_ZH: Final = frozenset(("我", "我们", "你", "你们", "他", "她", "他们", "她们", "咱们",
+                                 "大家"))
+_DETERMINERS: Final = word_set("a an the my your his her our their this that these those")
+# Objects that are only times say when, not what.
+_EN_TIMES: Final = word_set(
+    "today tomorrow tonight yesterday morning afternoon evening night later now soon week "
+    "weekend month year day time while ago earlier"
+)
 MAX_TRIPLES: Final = 12
 MAX_OBJECT_WORDS: Final = 3
 BUDGET_SHARE: Final = 0.25  # of the original length
@@ -100,50 +128,78 @@ def _is_verb(word: str) -> bool:
         word.endswith("ed") or (word.endswith("ing") and word not in _ING_NOUNS))
 
 
-def _english_triple(sentence: str, speaker: str) -> Triple | None:
-    words = _WORD_RE.findall(sentence)
-    lower = [w.lower().replace("’", "'") for w in words]
-    # Split contractions so "I'm" and "didn't" read as subject + auxiliary.
+def _expand(sentence: str) -> list[tuple[str, str]]:
+    """(word, lower-case) pairs; contractions split so "I'm" and "didn't" read as subject +
+    auxiliary."""
     expanded: list[tuple[str, str]] = []
-    for word, low in zip(words, lower, strict=True):
+    for word in _WORD_RE.findall(sentence):
+        low = word.lower().replace("’", "'")
         for suffix in ("n't", "'m", "'re", "'s", "'ve", "'ll", "'d"):
             if low.endswith(suffix) and len(low) > len(suffix):
                 expanded += [(word[: -len(suffix)], low[: -len(suffix)]), (suffix, suffix)]
                 break
         else:
             expanded.append((word, low))
-    verb_at = next((i for i, (_, low) in enumerate(expanded)
-                    if _is_verb(low) and low not in _AUX), -1)
-    copula_at = next((i for i, (_, low) in enumerate(expanded) if low in _COPULA), -1)
-    if verb_at < 0 and copula_at < 0:
-        return None
-    if verb_at < 0 or (0 <= copula_at < verb_at - 2):
-        verb_at = copula_at  # "the trip was amazing": copula + complement
-    start = verb_at
-    while start > 0 and (expanded[start - 1][1] in _AUX or expanded[start - 1][1] in _NEGATION):
-        start -= 1
-    negated = any(low in _NEGATION for _, low in expanded[start:verb_at])
-    verb_word = expanded[verb_at][1]
-    verb = ("not " if negated else "") + _CONTRACTED.get(verb_word, verb_word)
-    subject = ""
-    for word, low in reversed(expanded[:start]):
-        if low in _PRONOUNS or (word[:1].isupper() and low not in EN_STOP_WORDS) or (
-                low not in EN_STOP_WORDS and len(low) > 2):
-            subject = word
-            break
-    if subject.lower() in ("i", "") and speaker:
-        subject = speaker
-    obj: list[str] = []
-    for word, low in expanded[verb_at + 1:]:
-        if low in ("and", "but", "because", "so", "which", "that") and obj:
-            break
-        if low.isdigit() or (low not in EN_STOP_WORDS and low not in _AUX and len(low) > 1):
-            obj.append(word)
-            if len(obj) == MAX_OBJECT_WORDS:
+    return expanded
+
+
+def _en_subject(before: list[tuple[str, str]], speaker: str) -> str:
+    """The nearest personal pronoun, name or determined noun before the verb ("the cat",
+    "my tea"); adverbs and stray words ("mostly", "slow") are passed over. The speaker when
+    there is none (or it is "I")."""
+    for i in range(len(before) - 1, -1, -1):
+        word, low = before[i]
+        determined = any(b[1] in _DETERMINERS or b[1].endswith("'s")
+                         for b in before[max(0, i - 2): i])
+        if low in _PERSONAL_EN:
+            return speaker if low == "i" and speaker else word
+        if low in EN_STOP_WORDS or low in _AUX or low.endswith("ly") or len(low) < 3:
+            continue
+        if (word[:1].isupper() and i > 0) or determined:
+            return word
+    return speaker
+
+
+def _english_triple(sentence: str, speaker: str) -> Triple | None:
+    expanded = _expand(sentence)
+    for verb_at, (_, verb_word) in enumerate(expanded):
+        if not _is_verb(verb_word) or verb_word in _AUX or verb_word in _LIGHT_EN:
+            continue
+        before = expanded[verb_at - 1] if verb_at else ("", "")
+        if before[1] in _DETERMINERS or before[1].endswith("'s"):
+            continue  # "a slow walk", "the painting": a noun, not a verb
+        start = verb_at
+        while start > 0 and (expanded[start - 1][1] in _AUX
+                             or expanded[start - 1][1] in _NEGATION):
+            start -= 1
+        negated = any(low in _NEGATION for _, low in expanded[start:verb_at])
+        subject = _en_subject(expanded[:start], speaker)
+        obj: list[str] = []
+        for word, low in expanded[verb_at + 1:]:
+            if low in ("and", "but", "because", "so", "which", "that") and obj:
                 break
-    if not obj:  # "that's great" without its object says nothing worth keeping
-        return None
-    return subject or "?", verb, " ".join(obj)
+            if low.isdigit() or (low not in EN_STOP_WORDS and low not in _AUX and len(low) > 1):
+                obj.append(word)
+                if len(obj) == MAX_OBJECT_WORDS:
+                    break
+        # An object of times only ("later today") or nothing says nothing worth keeping.
+        if subject and any(w.isdigit() or w.lower() not in _EN_TIMES for w in obj):
+            return subject, ("not " if negated else "") + verb_word, " ".join(obj)
+    return None
+
+
+def _zh_subject(before: list[tuple[str, str]]) -> str:
+    """The subject of a Chinese clause: what comes before a preposition (在围墙上 is where,
+    not who); a personal pronoun there, else the last noun (邻居家的猫 → 猫)."""
+    cut = next((i for i, (_, flag) in enumerate(before) if flag == "p"), len(before))
+    head = before[:cut]
+    for i, (word, _) in enumerate(head):
+        if word in _PERSONAL_ZH and (i + 1 == len(head) or head[i + 1][0] != "的"):
+            return word
+    for word, flag in reversed(head):
+        if flag.startswith(_ZH_SUBJECT_FLAGS) and flag != "r" and is_content(word):
+            return word
+    return ""
 
 
 def _chinese_triple(sentence: str, speaker: str) -> Triple | None:
@@ -153,34 +209,51 @@ def _chinese_triple(sentence: str, speaker: str) -> Triple | None:
 
     warm_up()
     pairs = [(p.word, p.flag) for p in jieba.posseg.lcut(sentence, HMM=False)]
-    verb_at = next((i for i, (_, flag) in enumerate(pairs) if flag.startswith("v")
-                    and flag != "vn"), -1)
-    if verb_at < 0:
-        return None
-    subject = ""
-    for word, flag in reversed(pairs[:verb_at]):
-        if flag.startswith(_ZH_SUBJECT_FLAGS):
-            subject = word
-            break
-    if subject in ("", "我") and speaker:
-        subject = speaker
-    obj: list[str] = []
-    for word, flag in pairs[verb_at + 1:]:
-        if flag == "x" and obj:
-            break
-        if flag.startswith(_ZH_OBJECT_FLAGS):
-            obj.append(word)
-            if len(obj) == MAX_OBJECT_WORDS:
-                break
-    if not obj:
-        return None
-    negated = verb_at > 0 and pairs[verb_at - 1][0] in ("不", "没", "没有", "别", "未")
-    verb = ("不" if negated else "") + pairs[verb_at][0]
-    return subject or "?", verb, "".join(obj)
+    clauses: list[list[tuple[str, str]]] = [[]]
+    for pair in pairs:
+        if pair[1] == "x":
+            clauses.append([])
+        else:
+            clauses[-1].append(pair)
+    carried = ""  # a subject named once covers the clauses after it (我…，顺便买了杯咖啡)
+    for clause in clauses:
+        for verb_at, (verb_word, flag) in enumerate(clause):
+            if not flag.startswith("v") or flag == "vn" or verb_word in _LIGHT_ZH:
+                continue
+            subject = _zh_subject(clause[:verb_at]) or carried
+            if subject:
+                carried = subject
+            obj = [w for w, f in clause[verb_at + 1:] if f.startswith(_ZH_OBJECT_FLAGS)]
+            obj = obj[:MAX_OBJECT_WORDS]
+            nouns = [w for w, f in clause[verb_at + 1:]
+                     if f.startswith(_ZH_NOUN_FLAGS) and is_content(w)]
+            if not nouns:
+                continue  # 走过来, 坐了很久, 不知道下午…: no thing done or named
+            negated = verb_at > 0 and clause[verb_at - 1][0] in ("不", "没", "没有", "别", "未")
+            who = speaker if subject in ("", "我") and speaker else subject
+            if not who:
+                continue
+            return who, ("不" if negated else "") + verb_word, "".join(obj)
+        carried = carried or _zh_subject(clause)
+    return None
+
+
+def _line_items(line: str) -> list[str]:
+    """A line's meaningful triples, or the line itself when it has none."""
+    speaker, content = split_speaker(line)
+    found: list[str] = []
+    for sentence in sentences(content):
+        triple = (_chinese_triple(sentence, speaker) if has_han(sentence)
+                  else _english_triple(sentence, speaker))
+        if triple is not None:
+            found.append(" | ".join(triple))
+    if found:
+        return found
+    return [f"{speaker}: {content}" if speaker else content] if content else []
 
 
 def extract_triples(text: str) -> list[Triple]:
-    """Subject–verb–object triples of a memory text, in order, without repeats."""
+    """Meaningful subject–verb–object triples of a memory text, in order, without repeats."""
     found: list[Triple] = []
     for line in text.splitlines():
         if not line.strip():
@@ -194,26 +267,30 @@ def extract_triples(text: str) -> list[Triple]:
     return found
 
 
-def _within_budget(triples: list[Triple], text: str, entities: Sequence[str]) -> list[Triple]:
-    """The most specific triples that fit the budget, in their original order."""
+def _within_budget(items: list[str], text: str, entities: Sequence[str]) -> list[str]:
+    """The most specific items (triples, kept lines) that fit the budget, in order."""
     budget = max(MIN_BUDGET, int(BUDGET_SHARE * len(text)))
 
-    def weight(triple: Triple) -> float:
-        joined = " ".join(triple).casefold()
+    def weight(item: str) -> float:
+        joined = item.casefold()
         named = sum(1 for e in entities if e.casefold() in joined)
         digits = sum(ch.isdigit() for ch in joined)
-        return named * 2 + min(digits, 4) + len(triple[2]) / 40
+        if " | " in item:
+            return named * 2 + min(digits, 4) + len(item.split(" | ")[-1]) / 40
+        # A kept line: by what it says (its distinct content words), not by its speaker's
+        # name; a triple says as much in fewer characters, so it goes first at equal worth.
+        return named * 2 + min(digits, 4) + min(1.0, len(set(content_tokens(item))) / 16)
 
-    ranked = sorted(range(len(triples)), key=lambda i: -weight(triples[i]))
+    ranked = sorted(range(len(items)), key=lambda i: -weight(items[i]))
     kept: list[int] = []
     used = 0
     for i in ranked[:MAX_TRIPLES]:
-        size = len(" | ".join(triples[i])) + 1
+        size = len(items[i]) + 1
         if kept and used + size > budget:
             continue
         kept.append(i)
         used += size
-    return [triples[i] for i in sorted(kept)]
+    return [items[i] for i in sorted(kept)]
 
 
 def _keywords(text: str, limit: int = 8) -> str:
@@ -231,23 +308,24 @@ def compress_text(text: str, *, entities: Sequence[str] = (), keep_relations: bo
         keep_relations: keep every triple linking two entities, and add an
             `A ~ B` line for two entities named in one sentence that no triple links.
     """
-    triples = _within_budget(extract_triples(text), text, entities)
+    items = list(dict.fromkeys(i for line in text.splitlines() if line.strip()
+                               for i in _line_items(line)))
+    chosen = _within_budget(items, text, entities)
     if keep_relations and entities:
         def mentions(value: str) -> list[str]:
             return [e for e in entities if e.casefold() in value.casefold()]
 
-        linked = [t for t in triples if mentions(t[0]) and mentions(t[2])]
-        rest = [t for t in triples if t not in linked]
-        triples = linked + rest[: max(0, MAX_TRIPLES - len(linked))]
-        lines = [" | ".join(t) for t in triples]
+        linked = [i for i in items if " | " in i
+                  and mentions(i.split(" | ")[0]) and mentions(i.split(" | ")[-1])]
+        rest = [i for i in chosen if i not in linked]
+        lines = linked + rest[: max(0, MAX_TRIPLES - len(linked))]
         for sentence in sentences(text):
             named = mentions(sentence)
-            if len(named) >= 2 and not any(named[0] in t[0] + t[2] and named[1] in t[0] + t[2]
-                                           for t in linked):
+            if len(named) >= 2 and not any(named[0] in i and named[1] in i for i in linked):
                 lines.append(f"{named[0]} ~ {named[1]}")
         result = "\n".join(dict.fromkeys(lines))
     else:
-        result = "\n".join(" | ".join(t) for t in triples[:MAX_TRIPLES])
+        result = "\n".join(chosen[:MAX_TRIPLES])
     if not result or len(result) >= len(text):
         result = _keywords(text)
     if len(result) >= len(text):

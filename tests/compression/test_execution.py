@@ -49,12 +49,21 @@ class TestSummary:
         assert summary.startswith("Melanie: ")
 
     def test_length_follows_the_ratio(self) -> None:
-        texts = [f"user: Fact {i}: the {w} shipment {i} arrives on day {i * 3}."
-                 for i, w in enumerate(["red", "blue", "green", "amber", "violet", "grey",
-                                        "white", "black", "pink", "gold"])]
+        colours = ["red", "blue", "green", "amber", "violet", "grey", "white", "black",
+                   "pink", "gold"]
+        texts = [f"user: the {w} shipment goes by {v} to the {p} depot."
+                 for w, v, p in zip(colours, [*colours[3:], *colours[:3]],
+                                    [*colours[5:], *colours[:5]], strict=True)]
         short = extractive_summary(texts, ratio=0.2, min_chars=10)
         long = extractive_summary(texts, ratio=0.8, min_chars=10)
         assert len(short) < len(long) <= len("\n".join(texts))
+
+    def test_facts_are_kept_first_whatever_the_ratio(self) -> None:
+        texts = ["user: the weather was grey and the tea went cold again.",
+                 "user: Ann moved the review to 14 May.", "user: 我们下周三下午3点在会议室评审。",
+                 "user: Bob wants the Grafana boards fixed."]
+        summary = extractive_summary(texts, ratio=0.05, min_chars=10, facts=["Grafana"])
+        assert "14 May" in summary and "下周三下午3点" in summary and "Grafana" in summary
 
     def test_kept_terms_stay_findable(self) -> None:
         summary = extractive_summary([CHUNK_A], ratio=0.2, min_chars=10,

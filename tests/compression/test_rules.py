@@ -169,3 +169,20 @@ class TestAge:
 
     def test_a_memory_without_a_time_is_never_due(self) -> None:
         assert not long_term_due(None, self.NOW, age_days=30)
+
+
+class TestAgeCompression:
+    def test_old_low_memories_are_compressed_without_pressure_or_runs(self) -> None:
+        old = [StreamItem(score=s, old=True) for s in (LOW, MID, LOW)]
+        stream = [*old, *items(LOW, MID)]
+        result = decide(stream, RuleParams(), pressure=0.0)
+        assert result.decisions == [X, K, X, K, K] and result.aged == [0, 2]
+        assert not result.forced and not result.windows
+
+    def test_not_what_is_frozen_protected_or_kept_by_the_policy(self) -> None:
+        stream = [StreamItem(score=LOW, old=True), StreamItem(score=LOW, old=True),
+                  StreamItem(score=LOW, old=True),
+                  StreamItem(score=LOW, old=True, eligible=False),
+                  StreamItem(score=LOW, old=True, keep=True), StreamItem(score=HIGH)]
+        result = decide(stream, RuleParams(), pressure=0.0)
+        assert result.decisions == [F, F, F, P, K, H] and result.aged == []

@@ -17,6 +17,7 @@ from app.compression.scoring import (
     novelty_scores,
     task_score,
     text_dimensions,
+    urgency_score,
 )
 from tests.compression.fixtures import CHATTER_EN, CHATTER_ZH, FACTS, TRICKY
 
@@ -65,6 +66,29 @@ class TestDimensions:
         short = "I love it!"
         long = short + " " + " ".join(["The report lists the rooms and their sizes."] * 8)
         assert emotion_score(long) < emotion_score(short)
+
+
+class TestUrgency:
+    def test_a_near_time_with_something_at_stake(self) -> None:
+        for text in ("user: The server crashed and the demo is in 2 hours, otherwise we lose "
+                     "the client!",
+                     "user: 钱包被偷了，明天一早的火车票也在里面！",
+                     "user: I'm so scared, the surgery is tomorrow.",
+                     "user: 合同今晚必须签完，否则违约。"):
+            assert urgency_score(text) > 0.85, text
+
+    def test_ordinary_lines_are_not_urgent(self) -> None:
+        for text in (*CHATTER_EN, *CHATTER_ZH, "See you tomorrow!", "明天见！",
+                     "We must try that bakery some day.", "我们下个月必须去一次杭州。",
+                     "I was worried last year, but it went fine."):
+            assert urgency_score(f"user: {text}") < 0.7, text
+
+    def test_urgency_alone_can_pass_the_emergency_hold(self) -> None:
+        calm = Dimensions(novelty=0.2, entropy=0.3, task=0.3, emotion=0.0)
+        weights = Weights(0.1, 0.3, 0.5, 0.1)
+        assert combine(calm, weights) < 0.4
+        assert combine(calm, weights, urgency=0.9) > 0.9
+        assert combine(calm, weights, urgency=0.0) == combine(calm, weights)
 
 
 class TestNovelty:
