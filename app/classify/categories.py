@@ -35,7 +35,7 @@ from typing import Final
 from app.classify.smalltalk import is_small_talk
 from app.scripts import has_han
 
-__all__ = ["Category", "CategoryResult", "classify_category"]
+__all__ = ["Category", "CategoryResult", "classify_category", "line_categories"]
 
 
 class Category(StrEnum):
@@ -921,3 +921,34 @@ def classify_category(text: str, *, small_talk: bool | None = None) -> CategoryR
     share = top / sum(scores.values())
     saturation = 1 - math.exp(-top / _SATURATION)
     return CategoryResult(best, round(share * saturation, 3), public_scores)
+
+
+# A memory's text is its messages rendered "role: content", one a line (app/store/chunker.py);
+# the label is ours, not the speaker's words.
+_ROLE_LABEL_RE: Final = re.compile(r"^(?:user|assistant|system|tool): ")
+
+
+def line_categories(text: str, main: Category) -> tuple[Category, ...]:
+    """Every category the lines of a text have, `main` (the whole text's) first.
+
+    A memory is several messages; the whole text gets one category, but a decision beside
+    a reminder is a decision too. The others follow by the evidence of the lines they won,
+    ties in the usual priority. Lines without a category (``general``, small talk) add none.
+
+    Example:
+        >>> line_categories("user: 下周二上午我要去体检\nuser: We decided to use LanceDB.",
+        ...                 Category.TASK)
+        (<Category.TASK: 'task'>, <Category.DECISION: 'decision'>)
+    """
+    lines = text.splitlines()
+    if len(lines) < 2:
+        return (main,)
+    evidence: dict[Category, float] = {}
+    for line in lines:
+        result = classify_category(_ROLE_LABEL_RE.sub("", line))
+        if result.category is not Category.GENERAL:
+            won = result.scores[result.category.value]
+            evidence[result.category] = evidence.get(result.category, 0.0) + won
+    others = sorted((c for c in evidence if c is not main),
+                    key=lambda c: (-evidence[c], _PRIORITY.index(c)))
+    return (main, *others)

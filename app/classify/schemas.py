@@ -56,6 +56,7 @@ class ClassifyPublic(BaseModel):
             "examples": [
                 {
                     "category": "decision",
+                    "categories": ["decision"],
                     "confidence": 0.699,
                     "scores": {
                         "decision": 3.0,
@@ -84,6 +85,9 @@ class ClassifyPublic(BaseModel):
     )
 
     category: Category = Field(description="The kind of memory; `general` when no rule fits.")
+    categories: list[Category] = Field(
+        description="Every category the text's lines have, `category` first: a stored "
+        "memory of several messages carries them all and is listed under each.")
     confidence: float = Field(ge=0, le=1, description="How sure the rules are, 0–1.")
     scores: dict[str, float] = Field(
         description="Rule evidence per category: summed pattern weights (strong 3, medium "
@@ -101,6 +105,7 @@ class ClassifyPublic(BaseModel):
         """Build from :func:`app.classify.analyzer.analyze`'s result."""
         return cls(
             category=analysis.category,
+            categories=list(analysis.categories),
             confidence=analysis.confidence,
             scores=analysis.scores,
             entities=EntitiesPublic.from_entities(analysis.entities),
