@@ -1,7 +1,9 @@
 """The classifier's word lists and rule table, kept as data files in ``data/``.
 
-Lists are words or phrases separated by whitespace; ``#`` starts a comment. The files ship
-in the wheel (pyproject.toml's package-data) and are read once, at import.
+Lists are words or phrases separated by whitespace; a line whose first character (after
+spaces) is ``#`` is a comment. Only whole lines: ``#`` inside a line is text (a regular
+expression may hold one). The files ship in the wheel (pyproject.toml's package-data) and
+are read once, at import.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ DATA_DIR: Final = Path(__file__).with_name("data")
 
 
 def data_lines(name: str) -> list[str]:
-    """The non-empty lines of a data file, comments and trailing spaces removed."""
+    """The lines of a data file that are neither empty nor comments, without trailing
+    spaces."""
     text = (DATA_DIR / name).read_text(encoding="utf-8")
-    lines = (line.split("#", 1)[0].rstrip() for line in text.splitlines())
-    return [line for line in lines if line.strip()]
+    lines = (line.rstrip() for line in text.splitlines())
+    return [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def word_set(name: str) -> frozenset[str]:
