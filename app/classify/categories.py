@@ -19,6 +19,7 @@ phrase these things in chat, then checked against ``tests/data/classify_labelled
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass, field
@@ -167,14 +168,18 @@ _RULES: Final = _load_rules()
 _LATIN_RE: Final = re.compile(r"[A-Za-z]")
 
 
-def _evidence(text: str) -> dict[Category, float]:
-    lowered = text.lower()
-    # Skip a whole script's rules when the text has none of its letters.
-    targets = {
-        _Script.LATIN: lowered if _LATIN_RE.search(text) else None,
+def _targets(text: str) -> dict[_Script, str | None]:
+    """The text each script's rules read; None skips a whole script's rules when the text
+    has none of its letters."""
+    return {
+        _Script.LATIN: text.lower() if _LATIN_RE.search(text) else None,
         _Script.CJK: text if has_han(text) else None,
         _Script.ANY: text,
     }
+
+
+def _evidence(text: str) -> dict[Category, float]:
+    targets = _targets(text)
     scores = dict.fromkeys(Category, 0.0)
     for rule in _RULES:
         target = targets[rule.pattern.script]
@@ -208,11 +213,14 @@ def classify_category(text: str, *, small_talk: bool | None = None) -> CategoryR
         >>> classify_category("我们决定使用 LanceDB").category
         <Category.DECISION: 'decision'>
     """
-    scores = _evidence(text)
-    public_scores = {category.value: round(score, 2) for category, score in scores.items()}
-
     if small_talk is None:
         small_talk = is_small_talk(text)
+    return _decide(_evidence(text), small_talk=small_talk)
+
+
+def _decide(scores: dict[Category, float], *, small_talk: bool) -> CategoryResult:
+    """The category that evidence `scores` elect, with its confidence."""
+    public_scores = {category.value: round(score, 2) for category, score in scores.items()}
     if small_talk:
         return CategoryResult(Category.GENERAL, _CONFIDENCE_SMALL_TALK, public_scores)
 
@@ -231,6 +239,7 @@ def classify_category(text: str, *, small_talk: bool | None = None) -> CategoryR
 # A memory's text is its messages rendered "role: content", one a line (app/store/chunker.py);
 # the label is ours, not the speaker's words.
 _ROLE_LABEL_RE: Final = re.compile(r"^(?:user|assistant|system|tool): ")
+_NEWLINE_RE: Final = re.compile("\n")
 
 
 def line_categories(text: str, main: Category) -> tuple[Category, ...]:
@@ -245,15 +254,42 @@ def line_categories(text: str, main: Category) -> tuple[Category, ...]:
         ...                 Category.TASK)
         (<Category.TASK: 'task'>, <Category.DECISION: 'decision'>)
     """
-    lines = text.splitlines()
+    lines = text.split("\n")
     if len(lines) < 2:
         return (main,)
     evidence: dict[Category, float] = {}
-    for line in lines:
-        result = classify_category(_ROLE_LABEL_RE.sub("", line))
+    for line, scores in zip(lines, _line_evidence(text, len(lines)), strict=True):
+        if not any(scores.values()):
+            continue
+        result = _decide(scores, small_talk=is_small_talk(_ROLE_LABEL_RE.sub("", line)))
         if result.category is not Category.GENERAL:
-            won = result.scores[result.category.value]
-            evidence[result.category] = evidence.get(result.category, 0.0) + won
+            evidence[result.category] = evidence.get(result.category, 0.0) + scores[result.category]
     others = sorted((c for c in evidence if c is not main),
                     key=lambda c: (-evidence[c], _PRIORITY.index(c)))
     return (main, *others)
+
+
+def _line_evidence(text: str, count: int) -> list[dict[Category, float]]:
+    """The evidence of each of the `count` lines of `text`: every rule runs once over the
+    whole text (as many regex passes as one classification, not one per line) and each
+    hit counts on the line where it starts."""
+    scores = [dict.fromkeys(Category, 0.0) for _ in range(count)]
+    targets = _targets(text)
+    # Where each target's lines start (lower-casing may change a text's length).
+    line_starts = {
+        script: [0, *(m.end() for m in _NEWLINE_RE.finditer(target))]
+        for script, target in targets.items() if target is not None
+    }
+    for rule in _RULES:
+        script = rule.pattern.script
+        target = targets[script]
+        if target is None:
+            continue
+        hits: dict[int, int] = {}
+        for m in rule.pattern.regex.finditer(target):
+            line = bisect.bisect_right(line_starts[script], m.start()) - 1
+            hits[line] = hits.get(line, 0) + 1
+        for line, n in hits.items():
+            n = min(n, _MAX_REPEATS + 1)
+            scores[line][rule.category] += rule.weight * (1 + _REPEAT_FACTOR * (n - 1))
+    return scores
