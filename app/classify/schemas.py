@@ -33,7 +33,8 @@ class ClassifyRequest(BaseModel):
 class EntitiesPublic(BaseModel):
     technologies: list[str] = Field(
         description="Inline `code`, **bold** phrases and known technology names in their "
-        "canonical spelling (LanceDB, PostgreSQL, Python …)."
+        "canonical spelling (LanceDB, PostgreSQL, Python …), with their version when it is "
+        "glued to the name (Qwen2.5, Llama-3.1)."
     )
     concepts: list[str] = Field(
         description="Key words, most frequent first: English words of 3–15 letters and "
@@ -41,7 +42,10 @@ class EntitiesPublic(BaseModel):
     )
     hashtags: list[str] = Field(description="`#tags` without the `#`, Chinese included.")
     quotes: list[str] = Field(description='Quoted phrases ("…", “…”, 「…」, 『…』).')
-    proper_nouns: list[str] = Field(description="Capitalised English names (people, places).")
+    proper_nouns: list[str] = Field(
+        description="Names of people, places and organisations: capitalised English names, "
+        "Chinese names (张伟, 杭州, 北京协和医院, 云栖大会) and names with a version "
+        "(iPhone15), in order of appearance.")
     bigrams: list[str] = Field(description="Adjacent key-word pairs that stand out.")
 
     @classmethod
