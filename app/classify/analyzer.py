@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.classify.categories import Category, classify_category
+from app.classify.categories import Category, classify_category, line_categories
 from app.classify.entities import Entities, extract_entities, subtopics
 from app.classify.importance import estimate_importance
 from app.classify.smalltalk import is_small_talk
@@ -19,6 +19,7 @@ class Analysis:
     """Everything the classifier knows about one text."""
 
     category: Category
+    categories: tuple[Category, ...]  # every category of its lines, `category` first
     confidence: float
     scores: dict[str, float]
     entities: Entities
@@ -28,7 +29,8 @@ class Analysis:
 
 
 def analyze(text: str, *, weight_score: float | None = None) -> Analysis:
-    """Classify a text, extract its entities and estimate its importance.
+    """Classify a text (as a whole and line by line), extract its entities and estimate
+    its importance.
 
     Runs on every stored chunk, so it stays rule-based and in-process (a few milliseconds
     for a 900-character chunk once jieba is loaded).
@@ -55,6 +57,7 @@ def analyze(text: str, *, weight_score: float | None = None) -> Analysis:
     entities = extract_entities(text)
     return Analysis(
         category=result.category,
+        categories=line_categories(text, result.category),
         confidence=result.confidence,
         scores=result.scores,
         entities=entities,

@@ -9,7 +9,9 @@ One pass produces six kinds of terms:
 * **hashtags** – ``#tag`` including Chinese tags (``#向量检索``);
 * **quotes** – phrases in "…", “…”, 「…」, 『…』, ‘…’ and clearly delimited '…';
 * **proper_nouns** – capitalised English names ("New York", "Alice"), not
-  sentence-initial common words;
+  sentence-initial common words; Chinese names of people, places and organisations
+  (``zh_names.py``: 张伟, 杭州, 北京协和医院); names glued to a version ("Qwen2.5",
+  "iPhone15") whole;
 * **bigrams** – adjacent concept pairs that repeat or are both top concepts.
 
 jieba is loaded lazily on the first Chinese text (its dictionary takes about a second to
@@ -28,9 +30,11 @@ from dataclasses import asdict, dataclass
 from typing import Final
 
 import jieba
+import jieba.posseg
 
 from app.classify.stopwords import EN_STOP_WORDS, ZH_STOP_WORDS, word_set
-from app.scripts import HAN
+from app.classify.zh_names import names_in
+from app.scripts import HAN, HAN_RUN
 
 __all__ = ["Entities", "extract_entities", "subtopics", "warm_up"]
 
@@ -96,13 +100,15 @@ def warm_up() -> None:
         logger.debug("jieba dictionary loaded")
 
 
-def _segment(run: str) -> list[str]:
+def _segment(run: str) -> list[tuple[str, str]]:
+    """A run of Chinese cut into dictionary words with their part-of-speech tags."""
     warm_up()
     # HMM discovery of out-of-dictionary words is off: it is most of jieba's time (about
     # 9 of 11 ms on 900 characters) and on chat text it mostly glues fragments together
-    # ("表写", "前要"); dictionary words are what concepts need.
-    words: list[str] = jieba.lcut(run, HMM=False)
-    return words
+    # ("表写", "前要"); dictionary words are what concepts need, and names that jieba does
+    # not know are found on their own short runs (zh_names.py). The words are those of
+    # `jieba.lcut(run, HMM=False)`; the tags come with them at no extra cost.
+    return [(pair.word, pair.flag) for pair in jieba.posseg.lcut(run, HMM=False)]
 
 
 def _sub_words(word: str) -> Iterator[str]:
@@ -171,6 +177,16 @@ _PROPER_RE: Final = re.compile(
     rf"(?<![A-Za-z0-9'’]){_CAP_WORD}"
     rf"(?:(?: (?:{'|'.join(_NAME_CONNECTORS)}))? {_CAP_WORD})*(?![A-Za-z0-9])"
 )
+# A name glued to its version: letters, then letters and digits with "." or "-" between
+# them ("Qwen2.5", "GPT-4o", "Llama-3.1-8B", "iPhone15"); it must hold a digit and a
+# capital or name a known technology, so "mp3" and "utf-8" are left alone. ASCII classes:
+# a Chinese character beside it ("用Qwen2.5") is not part of it.
+_VERSIONED_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_.\-])[A-Za-z]{2}[A-Za-z0-9]*(?:[-.][A-Za-z0-9]+)*"
+    r"(?![A-Za-z0-9_]|[-.][A-Za-z0-9])"
+)
+_DIGIT_RE: Final = re.compile(r"\d")
+_LETTERS_RE: Final = re.compile(r"[A-Za-z]+")
 # What may stand before the first word of a sentence (after skipping spaces): sentence
 # punctuation, an opening quote, or markdown bullets and headings.
 _SENTENCE_OPENERS: Final = frozenset('.!?。！？:：\n"“「*#>-')
@@ -281,16 +297,38 @@ def _dedupe(values: Iterable[str]) -> list[str]:
     return out
 
 
+def _versioned(text: str) -> Iterator[re.Match[str]]:
+    """Names glued to a version ("Qwen2.5", "GPT-4o"), not "mp3", "utf-8" or "PM2.5"."""
+    for m in _VERSIONED_RE.finditer(text):
+        token = m.group(0)
+        base = token[: _LETTERS_RE.match(token).end()]  # type: ignore[union-attr]
+        if (_DIGIT_RE.search(token) and base not in _NOT_PROPER
+                and (not token.islower() or base in _TECH_ALIASES)):
+            yield m
+
+
+def _tech_base(token: str) -> bool:
+    """Whether a versioned name is a known technology's ("Qwen2.5", "Llama-3.1")."""
+    base = token[: _LETTERS_RE.match(token).end()]  # type: ignore[union-attr]
+    return base.lower() in _TECH_ALIASES or base in _TECH_CASE_SENSITIVE
+
+
 def _technologies(text: str, markup_text: str) -> list[str]:
     found: list[tuple[int, str]] = []
+    # A known technology with its version is named whole; its bare name at the same
+    # place is not added again.
+    versions = {m.start(): m.group(0) for m in _versioned(text) if _tech_base(m.group(0))}
+    found.extend(versions.items())
     for m in _CODE_RE.finditer(markup_text):
         found.append((m.start(), m.group(1).strip()))
     for m in _BOLD_RE.finditer(markup_text):
         found.append((m.start(), (m.group(1) or m.group(2)).strip()))
     for m in _TECH_RE.finditer(text.lower()):
-        found.append((m.start(), _TECH_ALIASES[m.group(0)]))
+        if m.start() not in versions:
+            found.append((m.start(), _TECH_ALIASES[m.group(0)]))
     for m in _TECH_CS_RE.finditer(text):
-        found.append((m.start(), m.group(0)))
+        if m.start() not in versions:
+            found.append((m.start(), m.group(0)))
     for m in _GO_RE.finditer(text):
         before = text[max(0, m.start() - 12) : m.start()]
         if _GO_BEFORE_RE.search(before) or _GO_AFTER_RE.match(text, m.end()):
@@ -321,15 +359,25 @@ def _starts_sentence(text: str, index: int) -> bool:
     return index < 0 or text[index] in _SENTENCE_OPENERS
 
 
-def _proper_nouns(text: str, technologies: set[str]) -> list[str]:
+def _proper_nouns(
+    text: str, technologies: set[str], segments: dict[int, list[tuple[str, str]]]
+) -> list[str]:
+    """English names, names with a version and Chinese names, in order of appearance."""
+    found: list[tuple[int, str]] = []
+    # A versioned name is taken whole, and blanked out (same length, so offsets hold) so
+    # that its pieces ("GPT", "Qwen2") are not read as names of their own.
+    for m in _versioned(text):
+        found.append((m.start(), m.group(0)))
+        text = text[: m.start()] + " " * len(m.group(0)) + text[m.end() :]
+    for start, tokens in segments.items():
+        found.extend((start + offset, name) for offset, name in names_in(tokens))
     matches = [
-        (m.group(0).split(" "), _starts_sentence(text, m.start()))
+        (m.start(), m.group(0).split(" "), _starts_sentence(text, m.start()))
         for m in _PROPER_RE.finditer(text)
     ]
     # Words seen capitalised in mid-sentence are names wherever else they appear.
-    mid_sentence = {word for words, initial in matches if not initial for word in words}
-    found: list[str] = []
-    for words, initial in matches:
+    mid_sentence = {word for _, words, initial in matches if not initial for word in words}
+    for start, words, initial in matches:
         if initial:
             # A capital at the start of a sentence says nothing on its own: drop a leading
             # common word ("The", "We", "Yesterday") and keep a lone word only when its
@@ -345,11 +393,12 @@ def _proper_nouns(text: str, technologies: set[str]) -> list[str]:
         words = [w for w in words if w not in _NOT_PROPER]
         if not words:
             continue
-        name = " ".join(words)
-        if name.casefold() in technologies or name.lower() in EN_STOP_WORDS:
-            continue
-        found.append(name)
-    return _dedupe(found)
+        found.append((start, " ".join(words)))
+    found.sort(key=lambda item: item[0])
+    return _dedupe(
+        name for _, name in found
+        if name.casefold() not in technologies and name.lower() not in EN_STOP_WORDS
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +412,9 @@ def _is_zh_concept(word: str) -> bool:
     return len(word) >= 2 and word not in ZH_STOP_WORDS and not _ZH_NUMERAL_RE.fullmatch(word)
 
 
-def _tokens(text: str, excluded: set[str]) -> Iterator[_Token | None]:
+def _tokens(
+    text: str, excluded: set[str], segments: dict[int, list[tuple[str, str]]]
+) -> Iterator[_Token | None]:
     """Concept candidates in order; ``None`` marks a break (punctuation or a non-concept
     word), so that bigrams only join words that really stand side by side. ``excluded``
     holds lower-case words already reported as technologies or proper nouns."""
@@ -383,7 +434,7 @@ def _tokens(text: str, excluded: set[str]) -> Iterator[_Token | None]:
                 yield None
         elif kind == "zh":
             offset = m.start()
-            for word in _segment(m.group(0)):
+            for word, _ in segments[offset]:
                 yield _Token(word, offset, is_zh=True) if _is_zh_concept(word) else None
                 offset += len(word)
         else:
@@ -391,7 +442,12 @@ def _tokens(text: str, excluded: set[str]) -> Iterator[_Token | None]:
 
 
 def _concepts_and_bigrams(
-    text: str, excluded: set[str], *, max_concepts: int, max_bigrams: int
+    text: str,
+    excluded: set[str],
+    segments: dict[int, list[tuple[str, str]]],
+    *,
+    max_concepts: int,
+    max_bigrams: int,
 ) -> tuple[list[str], list[str]]:
     counts: Counter[str] = Counter()
     first_seen: dict[str, int] = {}
@@ -403,7 +459,7 @@ def _concepts_and_bigrams(
         counts[term] += 1
         first_seen.setdefault(term, position)
 
-    for token in _tokens(text, excluded):
+    for token in _tokens(text, excluded, segments):
         if token is None:
             previous = None
             continue
@@ -463,12 +519,18 @@ def extract_entities(
     # Replace the markup with a clause break so "**Redis**" or "`uv sync`" are not read a
     # second time as prose and the words around them do not become a bigram.
     prose = _BOLD_RE.sub(" ; ", _CODE_RE.sub(" ; ", plain))
-    proper_nouns = _proper_nouns(prose, tech_keys)
+    # Each run of Chinese is cut once, for names and for concepts.
+    segments = {m.start(): _segment(m.group(0)) for m in HAN_RUN.finditer(prose)}
+    proper_nouns = _proper_nouns(prose, tech_keys, segments)
     # Names are reported as proper nouns; as concepts they would only come back split
-    # and lower-cased ("new", "york").
+    # and lower-cased ("new", "york", the "qwen" of "Qwen2.5").
     excluded = tech_keys | {w.lower() for name in proper_nouns for w in name.split(" ")}
+    excluded |= {
+        part.lower() for name in (*technologies, *proper_nouns)
+        if _DIGIT_RE.search(name) for part in _LETTERS_RE.findall(name)
+    }
     concepts, bigrams = _concepts_and_bigrams(
-        prose, excluded, max_concepts=max_concepts, max_bigrams=max_bigrams
+        prose, excluded, segments, max_concepts=max_concepts, max_bigrams=max_bigrams
     )
     return Entities(
         technologies=tuple(technologies),

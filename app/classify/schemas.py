@@ -33,7 +33,8 @@ class ClassifyRequest(BaseModel):
 class EntitiesPublic(BaseModel):
     technologies: list[str] = Field(
         description="Inline `code`, **bold** phrases and known technology names in their "
-        "canonical spelling (LanceDB, PostgreSQL, Python …)."
+        "canonical spelling (LanceDB, PostgreSQL, Python …), with their version when it is "
+        "glued to the name (Qwen2.5, Llama-3.1)."
     )
     concepts: list[str] = Field(
         description="Key words, most frequent first: English words of 3–15 letters and "
@@ -41,7 +42,10 @@ class EntitiesPublic(BaseModel):
     )
     hashtags: list[str] = Field(description="`#tags` without the `#`, Chinese included.")
     quotes: list[str] = Field(description='Quoted phrases ("…", “…”, 「…」, 『…』).')
-    proper_nouns: list[str] = Field(description="Capitalised English names (people, places).")
+    proper_nouns: list[str] = Field(
+        description="Names of people, places and organisations: capitalised English names, "
+        "Chinese names (张伟, 杭州, 北京协和医院, 云栖大会) and names with a version "
+        "(iPhone15), in order of appearance.")
     bigrams: list[str] = Field(description="Adjacent key-word pairs that stand out.")
 
     @classmethod
@@ -56,6 +60,7 @@ class ClassifyPublic(BaseModel):
             "examples": [
                 {
                     "category": "decision",
+                    "categories": ["decision"],
                     "confidence": 0.699,
                     "scores": {
                         "decision": 3.0,
@@ -84,6 +89,9 @@ class ClassifyPublic(BaseModel):
     )
 
     category: Category = Field(description="The kind of memory; `general` when no rule fits.")
+    categories: list[Category] = Field(
+        description="Every category the text's lines have, `category` first: a stored "
+        "memory of several messages carries them all and is listed under each.")
     confidence: float = Field(ge=0, le=1, description="How sure the rules are, 0–1.")
     scores: dict[str, float] = Field(
         description="Rule evidence per category: summed pattern weights (strong 3, medium "
@@ -101,6 +109,7 @@ class ClassifyPublic(BaseModel):
         """Build from :func:`app.classify.analyzer.analyze`'s result."""
         return cls(
             category=analysis.category,
+            categories=list(analysis.categories),
             confidence=analysis.confidence,
             scores=analysis.scores,
             entities=EntitiesPublic.from_entities(analysis.entities),

@@ -235,7 +235,8 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
         session_id: Annotated[SessionArg | None, Field(
             description="Only this conversation's memories.")] = None,
         category: Annotated[str | None, Field(description=(
-            "Only this category: decision, preference, task, fact, ..."))] = None,
+            "Only this category: decision, preference, learning, task, progress, question, "
+            "note or general."))] = None,
         pinned: Annotated[bool | None, Field(description=(
             "true: only pinned memories; false: only unpinned ones."))] = None,
         state: StateArg = MemoryState.active,

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 
+from app.classify.categories import Category
 from app.deps import CurrentPrincipal, MemoryServiceDep
 from app.errors import error_responses
 from app.memories.schemas import (
@@ -36,7 +37,8 @@ async def list_memories(
     service: MemoryServiceDep,
     namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)],
     session_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
-    category: str | None = None,
+    category: Annotated[Category | None, Query(
+        description="Memories with this category, main or of one of their lines.")] = None,
     tier: Tier | None = None,
     branch: str | None = None,
     state: Annotated[MemoryState | Literal["any"], Query(
@@ -55,7 +57,8 @@ async def list_memories(
     """A namespace's memories, newest first (or best match first with `q`), filtered, paged."""
     principal.require_namespace(namespace)
     where = MemoryFilter(
-        namespace=namespace, session_id=session_id, category=category,
+        namespace=namespace, session_id=session_id,
+        category=category.value if category else None,
         tier=tier.value if tier else None, branch=branch,
         state=None if state == "any" else state, min_importance=min_importance, tag=tag,
         pinned=pinned,

@@ -39,6 +39,9 @@ class MemoryPublic(BaseModel):
     session_id: str
     text: str
     category: str
+    categories: list[str] = Field(
+        description="Every category the memory's lines have, `category` (the main one) "
+        "first; `?category=` lists the memory under each.")
     category_confidence: float
     importance: int = Field(ge=1, le=10)
     tags: list[str]
@@ -74,7 +77,9 @@ class MemoryPublic(BaseModel):
     def from_record(cls, m: MemoryRecord, *, score: float | None = None) -> MemoryPublic:
         return cls(
             id=m.id, namespace=m.namespace, session_id=m.session_id, text=m.text,
-            category=m.category, category_confidence=round(m.category_confidence, 4),
+            category=m.category,
+            categories=[m.category, *(c for c in m.categories if c != m.category)],
+            category_confidence=round(m.category_confidence, 4),
             importance=m.importance, tags=m.tags, entities=json.loads(m.entities or "{}"),
             subtopics=m.subtopics, msg_ids=m.msg_ids, msg_count=m.msg_count,
             start_msg=m.start_msg, end_msg=m.end_msg, speaker_pattern=m.speaker_pattern,

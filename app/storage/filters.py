@@ -62,10 +62,14 @@ class MemoryFilter:
         parts = [f"namespace = {sql_str(self.namespace)}"]
         if self.pinned is not None:
             parts.append("pinned" if self.pinned else "NOT pinned")
-        for column in ("session_id", "category", "tier", "branch", "state"):
+        for column in ("session_id", "tier", "branch", "state"):
             value = getattr(self, column)
             if value is not None:
                 parts.append(f"{column} = {sql_str(value)}")
+        if self.category is not None:
+            # The main category, or any other its lines have.
+            parts.append(f"(category = {sql_str(self.category)} OR "
+                         f"array_has(categories, {sql_str(self.category)}))")
         if self.min_importance is not None:
             parts.append(f"importance >= {int(self.min_importance)}")
         if self.tag is not None:

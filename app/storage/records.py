@@ -129,6 +129,9 @@ class MemoryRecord(_Record):
     # Pinned by the client (migration 0006): always in the context, never compressed or
     # forgotten.
     pinned: bool = False
+    # Every category the memory's lines have, `category` first (migration 0007); empty for
+    # memories written before it or by a path that gives only `category`.
+    categories: list[str] = field(default_factory=list)
 
 
 @dataclass

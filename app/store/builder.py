@@ -460,6 +460,7 @@ class MemoryBuilder:
             msg_ids=[m.msg_id for m in messages],
             msg_count=len(messages),
             category=str(analysis.category),
+            categories=[str(c) for c in analysis.categories],
             category_confidence=analysis.confidence,
             importance=analysis.importance,
             embedding_model=self._pool.name,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.classify.categories import Category, CategoryResult, _en, classify_category
+from app.classify.categories import (
+    Category,
+    CategoryResult,
+    _en,
+    classify_category,
+    line_categories,
+)
 
 
 def category_of(text: str) -> Category:
@@ -220,3 +226,26 @@ class TestRuleDefinitions:
 
     def test_escapes_are_allowed(self) -> None:
         assert _en(r"\d+ \S+").regex.search("3 things")
+
+
+class TestLineCategories:
+    """A memory of several messages: every category its lines have, the main one first."""
+
+    def test_readme_memory(self) -> None:
+        text = "user: 下周二上午我要去体检\nuser: We decided to use LanceDB for the memory store."
+        main = classify_category(text).category
+        assert line_categories(text, main)[0] == main
+        assert set(line_categories(text, main)) == {Category.TASK, Category.DECISION}
+
+    def test_one_line_is_its_own_category(self) -> None:
+        assert line_categories("我喜欢喝绿茶", Category.PREFERENCE) == (Category.PREFERENCE,)
+
+    def test_lines_without_a_category_add_none(self) -> None:
+        text = "user: 好的谢谢\nassistant: ok 👍\nuser: Remind me to call Anna tomorrow."
+        assert line_categories(text, Category.TASK) == (Category.TASK,)
+
+    def test_others_follow_by_evidence(self) -> None:
+        text = ("user: I prefer tea.\nuser: We decided to go with Postgres, final decision.\n"
+                "user: 你觉得呢？")
+        assert line_categories(text, Category.PREFERENCE) == (
+            Category.PREFERENCE, Category.DECISION, Category.QUESTION)
