@@ -9,8 +9,8 @@ search text so that "June" does not match every memory that mentions June.
 Absolute dates (English and Chinese, with or without a year, "11 月 27 号" spaced, months
 also in Chinese numerals: "2025年十一月"), a month of a year relative to now ("March last
 year", "去年三月"; a bare month or "last year" alone is not read: "born in May", "his trip
-last year" say when something happened, not when it was said) and a few relative periods (yesterday / 昨天, last week / 上周, …), relative to
-the request's `as_of` or the clock.
+last year" say when something happened, not when it was said) and a few relative periods
+(yesterday / 昨天, last week / 上周, …), relative to the request's `as_of` or the clock.
 A day gets a window of a day either side (time zones, late-night sessions); "before X" /
 "之前" looks back two weeks from X. Pure functions.
 """
