@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 
 import structlog
 
+from app.periodic import Periodic
 from app.storage.repository import Repository
 
 log = structlog.get_logger(__name__)
@@ -31,28 +32,21 @@ class Maintenance:
         self._every_versions = every_versions
         self._every_rows = every_rows
         self._idle_seconds = idle_seconds
-        self._tick_seconds = tick_seconds
-        self._task: asyncio.Task[None] | None = None
-        self.heartbeat: datetime | None = None
+        self._loop = Periodic("maintenance", self.run_once, interval=tick_seconds)
         self.compactions = 0
         # Held while a pass runs. Background writers that can wait (the recall hit flusher)
         # take it too, so their frequent small writes never preempt a compaction (#2).
         self.busy = asyncio.Lock()
 
+    @property
+    def heartbeat(self) -> datetime | None:
+        return self._loop.heartbeat
+
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="maintenance")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            self.heartbeat = datetime.now(UTC)
-            await asyncio.sleep(self._tick_seconds)
-            await self.run_once()
+        await self._loop.stop()
 
     async def run_once(self, *, force: bool = False) -> list[str]:
         """Compact the tables that need it; return their names."""

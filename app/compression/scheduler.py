@@ -23,6 +23,7 @@ from app.compression.schemas import CompressionStatus, NamespaceResult, PassResu
 from app.compression.service import CompressionService
 from app.errors import Unavailable
 from app.ops.metrics import Metrics
+from app.periodic import Periodic
 from app.scheduler import Maintenance
 from app.storage.repository import Repository
 
@@ -44,8 +45,10 @@ class CompressionScheduler:
         self._wait_seconds = wait_seconds
         self._metrics = metrics
         self._pass_lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
-        self.heartbeat: datetime | None = None
+        # The loop only starts passes, each in a task of its own (`_tick`), so it keeps
+        # beating while a long pass (the first scoring of a large namespace) works.
+        self._loop = Periodic("compression", self._tick, interval=interval)
+        self._current: asyncio.Task[None] | None = None  # the scheduled pass under way
         self.next_run_at: datetime | None = None
         self.passes = 0
         self.last_pass: PassResult | None = None
@@ -56,6 +59,10 @@ class CompressionScheduler:
         self._fingerprints: dict[str, tuple[str, datetime]] = {}
 
     @property
+    def heartbeat(self) -> datetime | None:
+        return self._loop.heartbeat
+
+    @property
     def running(self) -> bool:
         return self._pass_lock.locked()
 
@@ -63,31 +70,22 @@ class CompressionScheduler:
         if not self.enabled:
             return
         self.next_run_at = datetime.now(UTC) + timedelta(seconds=self.interval)
-        self._task = asyncio.create_task(self._run(), name="compression")
+        self._loop.interval = min(self.interval, _MAX_TICK_SECONDS)
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._loop.stop()
+        if self._current is not None:
+            self._current.cancel()
+            await asyncio.gather(self._current, return_exceptions=True)
+            self._current = None
         await self.service.close()
 
-    async def _run(self) -> None:
-        # The pass runs in its own task so the loop keeps beating while a long pass (the
-        # first scoring of a large namespace) works; the next pass waits for it.
-        tick = min(self.interval, _MAX_TICK_SECONDS)
-        current: asyncio.Task[None] | None = None
-        try:
-            while True:
-                self.heartbeat = datetime.now(UTC)
-                await asyncio.sleep(tick)
-                due = self.next_run_at is not None and datetime.now(UTC) >= self.next_run_at
-                if due and (current is None or current.done()):
-                    current = asyncio.create_task(self._scheduled(), name="compression-pass")
-        finally:
-            if current is not None:
-                current.cancel()
-                await asyncio.gather(current, return_exceptions=True)
+    async def _tick(self) -> None:
+        """Start the scheduled pass when it is due and the last one is done."""
+        due = self.next_run_at is not None and datetime.now(UTC) >= self.next_run_at
+        if due and (self._current is None or self._current.done()):
+            self._current = asyncio.create_task(self._scheduled(), name="compression-pass")
 
     async def _scheduled(self) -> None:
         try:
@@ -113,7 +111,7 @@ class CompressionScheduler:
             targets = namespaces if namespaces is not None else await self._repo.namespaces()
             results = []
             for namespace in targets:
-                self.heartbeat = datetime.now(UTC)
+                self._loop.beat()
                 if trigger == "scheduled" and await self._unchanged(namespace):
                     continue
                 results.append(await self._one(namespace, dry_run=dry_run, force=force))
@@ -130,7 +128,7 @@ class CompressionScheduler:
             self.last_pass = result
             if not dry_run:
                 self.results.update({r.namespace: r for r in results})
-            self.heartbeat = datetime.now(UTC)
+            self._loop.beat()
             return result
         finally:
             self._pass_lock.release()

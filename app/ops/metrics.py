@@ -25,6 +25,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.periodic import Periodic
+
 NAMESPACE_LABEL = "namespace"
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
@@ -117,10 +119,14 @@ class Metrics:
     async def sample_loop_lag(self, every: float = 0.1) -> None:
         """Run forever (a task of the lifespan): observe how late each timer fires."""
         loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + every
-            await asyncio.sleep(every)
+        due = loop.time() + every
+
+        async def sample() -> None:
+            nonlocal due
             self.loop_lag.observe(max(0.0, loop.time() - due))
+            due = loop.time() + every  # the next wait starts now
+
+        await Periodic("loop-lag", sample, interval=every).run()
 
     def watch_queue(self, depth: Callable[[], int]) -> None:
         """Read the embedding queue's depth at scrape time (a last-set value goes stale)."""

@@ -25,6 +25,7 @@ import structlog
 
 from app.errors import LockTimeout
 from app.locks import NamespaceLocks
+from app.periodic import Periodic
 from app.storage.repository import Repository
 
 log = structlog.get_logger(__name__)
@@ -40,18 +41,20 @@ class HitRecorder:
         self._locks = locks
         # Held by table maintenance while it compacts: a flush waits rather than preempt it.
         self._maintenance = maintenance or asyncio.Lock()
-        self._flush_seconds = flush_seconds
         self._max_pending = max_pending
         self._pending: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self._wake = asyncio.Event()
         self._flush_lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic("hit-flusher", self.flush, interval=flush_seconds, wake=self._wake)
         # Called under the namespace lock after its hits are written, with the memory ids:
         # tier promotions earned by hits (MemoryService.promote_due).
         self.after_flush: Callable[[str, list[str]], Awaitable[object]] | None = None
-        self.heartbeat: datetime | None = None
         self.flushes = 0
         self.rows_written = 0
+
+    @property
+    def heartbeat(self) -> datetime | None:
+        return self._loop.heartbeat
 
     @property
     def pending(self) -> int:
@@ -65,23 +68,12 @@ class HitRecorder:
             self._wake.set()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="hit-flusher")
+        self._loop.start()
 
     async def stop(self) -> None:
         """Stop the background task, then write what is still buffered."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._loop.stop()
         await self.flush()
-
-    async def _run(self) -> None:
-        while True:
-            self.heartbeat = datetime.now(UTC)
-            with contextlib.suppress(TimeoutError):  # the timeout is the regular tick
-                await asyncio.wait_for(self._wake.wait(), timeout=self._flush_seconds)
-            self._wake.clear()
-            await self.flush()
 
     async def flush(self) -> int:
         """Write every buffered hit in one table write. Returns the rows updated.

@@ -36,6 +36,9 @@ scheme):
 
 Every step is one conditional request, so two servers can never both believe they hold one
 lease for longer than a write that had already passed its check takes to land.
+
+One file (past 400 lines) because the protocol above is one piece: acquiring, renewing,
+handing over and fencing all read and write the same lease object under the same rules.
 """
 
 from __future__ import annotations

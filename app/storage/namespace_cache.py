@@ -18,6 +18,10 @@ next keyword search starts the reload, so it overlaps the query's embedding.
 Memory: a row costs ~2.5 KB (vector and text); at most `namespace_cache_max_rows` rows are
 held, least recently used namespaces first out, and no namespace above
 `namespace_cache_max_namespace_rows` (settings; 0 turns the copies off).
+
+One file (past 400 lines) because the copies and the version bookkeeping that keeps them
+exact are one piece: each change a write reports is applied by `_Copy.apply` and ordered by
+`NamespaceCache`, and neither is correct without the other.
 """
 
 from __future__ import annotations
@@ -27,16 +31,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-if TYPE_CHECKING:
-    from app.storage.repository import SearchFilter
+from app.storage.filters import MEMORY_END, MEMORY_START, SearchFilter, sql_str
 
 log = structlog.get_logger(__name__)
 
@@ -51,9 +53,6 @@ _RECOUNT_SECONDS = 60.0
 # Rows per matrix-vector product: above ~1,500 rows OpenBLAS splits the product over
 # threads, which on a busy 2-core machine took 3-7 ms instead of 0.05 ms.
 _BLOCK_ROWS = 512
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_NEVER_MIN = np.iinfo(np.int64).min
-_NEVER_MAX = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
@@ -112,11 +111,13 @@ class _Copy:
         self.norms = np.linalg.norm(matrix, axis=1).astype(np.float32)
         t = self.table
         self.rows = {i: r for r, i in enumerate(t.column("id").to_pylist())}
-        self.columns = {c: np.array(t.column(c).to_pylist(), dtype=object)
-                        for c in ("state", "branch", "category", "tier", "session_id")}
+        # What a search filter reads (`SearchFilter.mask`): the columns its clauses name.
+        self.columns: dict[str, np.ndarray[Any, Any]] = {
+            c: np.array(t.column(c).to_pylist(), dtype=object)
+            for c in ("namespace", "state", "branch", "category", "tier", "session_id")}
         created = t.column("created_at")
-        self.ends = _micros(pc.coalesce(t.column("time_end"), created), _NEVER_MIN)
-        self.starts = _micros(pc.coalesce(t.column("time_start"), created), _NEVER_MAX)
+        self.columns[MEMORY_END] = _micros(pc.coalesce(t.column("time_end"), created))
+        self.columns[MEMORY_START] = _micros(pc.coalesce(t.column("time_start"), created))
 
     @classmethod
     def of(cls, namespace: str, version: int, table: pa.Table) -> _Copy:
@@ -124,19 +125,8 @@ class _Copy:
         return cls(namespace, version, table.drop_columns(["vector"]), _matrix(table))
 
     def mask(self, where: SearchFilter) -> np.ndarray[Any, np.dtype[np.bool_]]:
-        """The rows `where` keeps: the same predicate as `SearchFilter.to_sql()`."""
-        keep = np.isin(self.columns["state"], list(where.states))
-        for column, values in (("branch", where.branches), ("category", where.categories),
-                               ("tier", where.tiers)):
-            if values is not None:
-                keep &= np.isin(self.columns[column], list(values))
-        if where.session_id is not None:
-            keep &= self.columns["session_id"] == where.session_id
-        if where.time_from is not None:
-            keep &= self.ends >= _to_micros(where.time_from)
-        if where.time_to is not None:
-            keep &= self.starts <= _to_micros(where.time_to)
-        return keep
+        """The rows `where` keeps (the clauses its SQL is made of, filters.py)."""
+        return where.mask(self.columns)
 
     def cosine_distances(self, vector: Sequence[float]) -> np.ndarray[Any, np.dtype[np.float32]]:
         if not len(self.matrix):
@@ -221,17 +211,11 @@ def _matrix(table: pa.Table) -> np.ndarray[Any, np.dtype[np.float32]]:
     return np.ascontiguousarray(vectors, dtype=np.float32).reshape(n, -1)
 
 
-def _micros(column: pa.ChunkedArray | pa.Array, null: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """A timestamp column as float64 UTC microseconds, NaN for null (`Clause.mask`)."""
     values = pc.cast(column, pa.int64()) if len(column) else pa.array([], pa.int64())
-    return np.asarray(pc.fill_null(values, null).to_numpy(zero_copy_only=False),
-                      dtype=np.int64)
-
-
-def _to_micros(value: datetime) -> int:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value.astimezone(UTC) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    floats = pc.fill_null(pc.cast(values, pa.float64()), float("nan"))
+    return np.asarray(floats.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 class NamespaceCache:
@@ -382,8 +366,6 @@ class NamespaceCache:
         return counted is not None and time.monotonic() - counted < _RECOUNT_SECONDS
 
     async def _load(self, namespace: str, version: int) -> _Copy | None:
-        from app.storage.repository import sql_str
-
         where = f"namespace = {sql_str(namespace)}"
         if await self._table.count_rows(where) > self.max_namespace_rows:
             self._too_large[namespace] = time.monotonic()

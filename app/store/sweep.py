@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from app.locks import NamespaceLocks
+from app.periodic import Periodic
 from app.storage.repository import Repository
 from app.store.service import StoreService
 
@@ -49,28 +50,16 @@ class PendingSweep:
         self._locks = locks
         self._interval = interval
         self._min_age = min_age
-        self._task: asyncio.Task[None] | None = None
+        # A failed sweep (the store did not answer) is logged; the next one tries again.
+        self._loop = Periodic("pending-sweep", self.sweep_once, interval=interval)
         self.swept = 0  # sessions queued by the sweep since start-up
 
     def start(self) -> None:
         if self._interval > 0:
-            self._task = asyncio.create_task(self._run(), name="pending-sweep")
+            self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self.sweep_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # the store did not answer: the next sweep tries again
-                log.warning("pending_sweep_failed", error=str(error)[:300])
+        await self._loop.stop()
 
     async def sweep_once(self) -> int:
         """Queue the build of every abandoned pending session; how many were queued."""

@@ -1,0 +1,77 @@
+"""The one shape of every background loop of the server: a step, run every few seconds.
+
+Table maintenance (app/scheduler.py), the hit flush (app/recall/hits.py), the compression
+scheduler's tick (app/compression/scheduler.py), the pending sweep (app/store/sweep.py) and
+the event-loop lag sampler (app/ops/metrics.py) each give `Periodic` their step and their
+interval, and get the same start and stop, a heartbeat for /readyz, and the same rule for
+failures: a step that raises is logged and the next one runs as usual, so one bad
+iteration never stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class Periodic:
+    """Run `step` every `interval` seconds, in a task of its own, until stopped.
+
+    Each iteration beats (`heartbeat` is now), waits `interval` seconds, or less when `wake`
+    is set meanwhile (then clears it), and runs `step`. A step that raises is logged as
+    `<name>_failed` with the error; cancellation (`stop`) is never swallowed.
+
+    Args:
+        name: the task's name (`-` becomes `_` in the log event).
+        step: one iteration's work.
+        interval: seconds between the end of a step and the start of the next.
+        wake: set it to run the next step at once (e.g. a buffer filled up).
+    """
+
+    def __init__(self, name: str, step: Callable[[], Awaitable[object]], *, interval: float,
+                 wake: asyncio.Event | None = None) -> None:
+        self.name = name
+        self._failed = f"{name.replace('-', '_')}_failed"  # the log event of a failed step
+        self.interval = interval
+        self._step = step
+        self._wake = wake
+        self._task: asyncio.Task[None] | None = None
+        self.heartbeat: datetime | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name=self.name)
+
+    async def stop(self) -> None:
+        """Cancel the wait or the step under way and wait for the task to end."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def beat(self) -> None:
+        """Report the loop alive now (also from inside a long step)."""
+        self.heartbeat = datetime.now(UTC)
+
+    async def run(self) -> None:
+        """The loop itself, forever (`start` runs it in a task; cancel it to stop)."""
+        while True:
+            self.beat()
+            await self._wait()
+            try:
+                await self._step()
+            except Exception as error:
+                log.warning(self._failed, error=str(error)[:300])
+
+    async def _wait(self) -> None:
+        if self._wake is None:
+            await asyncio.sleep(self.interval)
+            return
+        with contextlib.suppress(TimeoutError):  # the timeout is the regular tick
+            await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+        self._wake.clear()
