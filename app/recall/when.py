@@ -6,8 +6,11 @@ the date here, searches that time window as well, and boosts memories whose mess
 in it. It is a boost, not a filter: people misremember dates. The phrase is cut from the
 search text so that "June" does not match every memory that mentions June.
 
-Absolute dates (English and Chinese, with or without a year) and a few relative ones
-(yesterday / 昨天, last week / 上周, …, relative to the request's `as_of` or the clock).
+Absolute dates (English and Chinese, with or without a year, "11 月 27 号" spaced, months
+also in Chinese numerals: "2025年十一月"), a month of a year relative to now ("March last
+year", "去年三月"; a bare month or "last year" alone is not read: "born in May", "his trip
+last year" say when something happened, not when it was said) and a few relative periods
+(yesterday / 昨天, last week / 上周, …), relative to the request's `as_of` or the clock.
 A day gets a window of a day either side (time zones, late-night sessions); "before X" /
 "之前" looks back two weeks from X. Pure functions.
 """
@@ -41,12 +44,23 @@ _EN_PATTERNS = (
     rf"{_BEFORE}{_LEAD}{_MONTH}\s+{_DAY}(?!\d)",
     # in 2023 (a bare number is too often not a year)
     r"(?:in|during)\s+(?P<year>(?:19|20)\d\d)(?!\d)",
+    # March last year (relative to the reference time). Neither "last year" alone nor a
+    # bare month: "his camping trip last year", "born in May" name when something
+    # happened, not when it was said.
+    rf"{_LEAD}{_MONTH}\s+(?:of\s+)?(?P<rel>last|this)\s+year",
 )
+# A month by its number, in digits or Chinese numerals ("11", "十一").
+_ZH_MONTH = r"(?P<mnum>1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])"
+_ZH_YEAR = r"(?:(?P<year>(?:19|20)\d\d)\s*年\s*|(?P<rel>今年|去年|前年))"
 _ZH_PATTERNS = (
-    r"(?:(?P<year>(?:19|20)\d\d)年)?(?P<mnum>[01]?\d)月(?P<day>[0-3]?\d)[日号](?P<before>之前|以前|前)?",
-    r"(?P<year>(?:19|20)\d\d)年(?P<mnum>[01]?\d)月(?:份)?",
-    r"(?P<year>(?:19|20)\d\d)年(?!\d)",
+    rf"{_ZH_YEAR}?{_ZH_MONTH}\s*月\s*(?P<day>[0-3]?\d)\s*[日号](?P<before>之前|以前|前)?",
+    rf"{_ZH_YEAR}{_ZH_MONTH}\s*月(?:份)?",
+    r"(?P<year>(?:19|20)\d\d)\s*年(?!\d)",
 )
+# Years back from the reference time's year.
+_YEARS_BACK = {"this": 0, "last": 1, "今年": 0, "去年": 1, "前年": 2}
+_ZH_NUMERALS = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8,
+                "九": 9, "十": 10, "十一": 11, "十二": 12}
 
 
 def _relative(english: str, chinese: str) -> re.Pattern[str]:
@@ -74,7 +88,8 @@ class TimeHint:
 def _month_number(match: re.Match[str]) -> int | None:
     groups = match.groupdict()
     if groups.get("mnum"):
-        return int(groups["mnum"])
+        number = groups["mnum"]
+        return _ZH_NUMERALS[number] if number in _ZH_NUMERALS else int(number)
     name = (groups.get("mon") or "").lower().rstrip(".")
     for i, month in enumerate(_MONTHS, start=1):
         if name and month.startswith(name[:3]):
@@ -86,6 +101,8 @@ def _window(match: re.Match[str], reference: datetime) -> tuple[datetime, dateti
     groups = match.groupdict()
     month = _month_number(match)
     year = int(groups["year"]) if groups.get("year") else None
+    if year is None and groups.get("rel"):
+        year = reference.year - _YEARS_BACK[groups["rel"].lower()]
     day = int(groups["day"]) if groups.get("day") else None
     before = bool(groups.get("before"))
     try:

@@ -41,9 +41,10 @@ from app.storage.repository import Repository
 from app.store.chunker import Chunk, assign_ids, is_long, plan_chunks, split_long
 from app.store.firewall import (
     QUOTING_ROLES,
-    carries_block,
     long_enough_to_quote,
     memory_lines,
+    normalised,
+    own_words,
     quoted_lines,
     quotes_only_memories,
     words_of,
@@ -143,7 +144,13 @@ class MemoryBuilder:
         if raw_log is None or derived is None:
             lap("read")
         messages = [m for m in stored_messages if m.msg_id not in without]
-        by_id = {m.msg_id: m for m in messages}
+        # Memories are made of what the messages say themselves: an injection block a
+        # message carries is cut out here, at every build (firewall.py, rule 1), so a
+        # rebuilt or grown chunk never takes it back in. The raw log keeps them as sent.
+        blocked = {m.msg_id: words for m in messages if self._settings.store_firewall
+                   and (words := own_words(m.content, m.role)) is not None}
+        by_id = {m.msg_id: dataclasses.replace(m, content=blocked[m.msg_id])
+                 if m.msg_id in blocked else m for m in messages}
         pending = [m for m in messages if m.state == "pending"]
         pending_ids = {m.msg_id for m in pending}
         in_memory = {msg_id for memory in memories for msg_id in memory.msg_ids}
@@ -157,11 +164,11 @@ class MemoryBuilder:
         chunks = _without_contained(
             self._rebuild_chunks(affected, by_id),
             settled=[set(m.msg_ids) for m in memories if m.id not in affected_ids])
-        unassigned = [m for m in pending if m.msg_id not in in_memory]
+        unassigned = [by_id[m.msg_id] for m in pending if m.msg_id not in in_memory]
         if self._settings.skip_small_talk:
             unassigned = [m for m in unassigned if not is_small_talk(m.content)]
-        echoes = await self._echoes(namespace, unassigned) if self._settings.store_firewall \
-            else set()
+        echoes = await self._echoes(namespace, unassigned, blocked=set(blocked)) \
+            if self._settings.store_firewall else set()
         unassigned = [m for m in unassigned if m.msg_id not in echoes]
         lap("firewall")
         chunks += self._new_chunks(unassigned, memories, affected, by_id)
@@ -241,9 +248,11 @@ class MemoryBuilder:
                  deleted=len(outcome.deleted), messages=len(pending))
         return outcome
 
-    async def _echoes(self, namespace: str, messages: Sequence[MessageRecord]) -> set[str]:
+    async def _echoes(self, namespace: str, messages: Sequence[MessageRecord], *,
+                      blocked: set[str]) -> set[str]:
         """The msg_ids of `messages` that are Engram's own text sent back (firewall.py):
-        kept in the raw log, never made into memories.
+        kept in the raw log, never made into memories. `messages` carry their own words
+        (a block cut out); `blocked`: the msg_ids that carried one.
 
         One full-text search per build, whatever the number of messages: the words of every
         message that could be a quote, together, with room in the limit for each one's own
@@ -252,8 +261,8 @@ class MemoryBuilder:
         found: set[str] = set()
         quoting: list[tuple[MessageRecord, list[str]]] = []
         for message in messages:
-            if carries_block(message.content):
-                found.add(message.msg_id)
+            if message.msg_id in blocked and not normalised(message.content):
+                found.add(message.msg_id)  # the block and nothing else
                 continue
             if message.role not in QUOTING_ROLES:
                 continue

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["store"])
     "/store",
     response_model=StoreResult,
     responses={202: {"model": StoreResult, "description": "Queued (wait=false)"},
-               **error_responses(400, 401, 403, 413, 422, 503)},
+               **error_responses(400, 401, 403, 409, 413, 422, 503)},
 )
 async def store(body: StoreRequest, response: Response, principal: CurrentPrincipal,
                 service: StoreServiceDep) -> StoreResult:

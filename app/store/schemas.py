@@ -67,7 +67,10 @@ class StoreRequest(BaseModel):
     session_id: SessionId
     messages: list[MessageIn] = Field(min_length=1)
     source: Label = Field(default="api", description="Where it came from: telegram, voice…")
-    branch: Label = Field(default="main")
+    branch: Label = Field(default="main", description=(
+        "The conversation branch every memory of this session records. A session lives on "
+        "one branch: re-sending it with another branch is a 409; store a fork under a "
+        "session_id of its own."))
     tags: list[Tag] = Field(default_factory=list, max_length=32)
     incremental: bool = Field(
         default=True, strict=True,

@@ -16,14 +16,14 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
 
 from app.config import Settings
-from app.errors import BadRequest, NotFound, PayloadTooLarge, Unavailable
+from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unavailable
 from app.locks import NamespaceLocks
 from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
@@ -194,6 +194,7 @@ class StoreService:
                 result.status = StoreStatus.skipped
                 result.skipped = len(incoming)
                 return result, has_pending, None
+            _same_branch(request, stored.values())
             records = self._raw_log_rows(request, incoming, stored)
             changed = [r for r in records if r.msg_id not in stored
                        or stored[r.msg_id].content_hash != r.content_hash]
@@ -389,3 +390,21 @@ class StoreService:
         return JobPublic(id=job.id, namespace=job.namespace, session_id=job.session_id,
                          state=JobState(job.state), created_at=job.created_at,
                          updated_at=job.updated_at, result=result, error=job.error)
+
+
+def _same_branch(request: StoreRequest, stored: Iterable[MessageRecord]) -> None:
+    """A session lives on one branch: its memories are cut from its messages in order, and a
+    memory records one branch. New messages on another branch would either be filed under
+    the old one (recall on the new branch would never see them) or split the session's
+    chunks, so a fork is stored as a session of its own.
+
+    Raises:
+        Conflict: the session holds messages on another branch than `request.branch`.
+    """
+    first = min(stored, key=lambda m: m.seq, default=None)
+    if first is not None and first.branch != request.branch:
+        raise Conflict(
+            f"session {request.session_id!r} is on branch {first.branch!r}, not "
+            f"{request.branch!r}: a session's messages live on one branch; store the other "
+            "branch's messages under a session_id of its own",
+            details={"session_branch": first.branch, "branch": request.branch})

@@ -142,6 +142,15 @@ class TestAsyncClient:
             assert "体检" in zh["block"]
             en = await engram.recall("async-ns", "what store did we choose?")
             assert "LanceDB" in en["block"]
+            # why_not: the recalled memory says so; the other was not an answer.
+            returned = en["memories"][0]["id"]
+            others = [m["id"] for m in (await engram.list_memories("async-ns"))["items"]
+                      if m["id"] != returned]
+            why = await engram.why_not("async-ns", "what store did we choose?",
+                                       [returned, *others])
+            verdicts = {i["memory_id"]: i["verdict"] for i in why["items"]}
+            assert verdicts[returned] == "recalled" and why["recalled"][0] == returned
+            assert others and all(verdicts[o] != "recalled" for o in others)
             async with engram.export_namespace("async-ns") as export:
                 lines = [line async for line in export.lines()]
             assert json.loads(lines[0])["namespace"] == "async-ns"

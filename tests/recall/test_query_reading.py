@@ -75,6 +75,12 @@ class TestDates:
         ("2023年5月的账单", "2023-05-01", "2023-06-01"),
         ("what did I say yesterday", "2026-11-28", "2026-11-30"),
         ("上周我们聊了什么", "2026-11-15", "2026-11-30"),
+        ("11 月 27 号说了什么", "2026-11-26", "2026-11-29"),
+        ("2025年十一月的账单", "2025-11-01", "2025-12-01"),
+        ("去年三月我们聊了什么", "2025-03-01", "2025-04-01"),
+        ("今年3月份的计划", "2026-03-01", "2026-04-01"),
+        ("What did we discuss in March last year?", "2025-03-01", "2025-04-01"),
+        ("What did we talk about on November 27?", "2026-11-26", "2026-11-29"),
     ])
     def test_window(self, query: str, start: str, end: str) -> None:
         hint = find_time_hint(query, reference=NOW)
@@ -82,7 +88,9 @@ class TestDates:
         assert (hint.start.date().isoformat(), hint.end.date().isoformat()) == (start, end)
 
     @pytest.mark.parametrize("query", ["Maria may go home", "I have 2 cats and 3 dogs",
-                                       "we met in March", "on 31/02"])
+                                       "we met in March", "on 31/02", "我学了3个月钢琴",
+                                       "有几个人在五月份过生日", "我表哥今年多大了",
+                                       "his camping trip last year"])
     def test_no_date(self, query: str) -> None:
         assert find_time_hint(query, reference=NOW) is None
 

@@ -143,6 +143,96 @@ class TestEngramsOwnText:
                        or f"- [2026-12-01] user: {second}" in t for t in texts)
 
 
+OWN = {"en": "By the way, we moved to Munich last month.",
+       "zh": "对了，我们上个月搬到慕尼黑了。"}
+SECOND = {"en": "My sister Ana is joining the offsite as well.",
+          "zh": "我妹妹安娜也会参加这次团建。"}
+# Look-alike letters: Cyrillic а, е, о in place of Latin a, e, o.
+LOOK_ALIKE = str.maketrans({"a": "\u0430", "e": "\u0435", "o": "\u043e"})
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+class TestTheUsersOwnWords:
+    async def test_a_new_fact_pasted_after_a_block_is_kept(self, client: Any,
+                                                           language: str) -> None:
+        await with_fact(client, language)
+        content = await block_for(client, language) + "\n\n" + OWN[language]
+        result = await store(client, [{"msg_id": "u1", "role": "user", "content": content}],
+                             session_id="chat")
+        assert result["firewalled"] == [] and len(result["memories_created"]) == 1
+        (new_id,) = result["memories_created"]
+        assert (await client.get(f"/v1/memories/{new_id}")).json()["text"] == \
+            f"user: {OWN[language]}"
+        assert await raw_messages(client, "chat") == {"u1": content}  # kept as sent
+        query = {"en": "where did we move?", "zh": "我们搬到哪里了？"}[language]
+        found = (await client.post("/v1/recall", json={
+            "namespace": "alice", "query": query})).json()["memories"]
+        assert found and found[0]["id"] == new_id
+
+    async def test_a_grown_chunk_does_not_take_the_block_back(self, client: Any,
+                                                             language: str) -> None:
+        await with_fact(client, language)
+        block = await block_for(client, language)
+        await store(client, [{"msg_id": "u1", "role": "user",
+                              "content": f"{OWN[language]}\n\n{block}"}], session_id="chat")
+        await store(client, [{"msg_id": "u2", "role": "user", "content": SECOND[language]}],
+                    session_id="chat")
+        texts = [m["text"] for m in await all_memories(client) if m["session_id"] == "chat"]
+        assert texts and all(FACT[language] not in t for t in texts)
+        assert any(OWN[language] in t and SECOND[language] in t for t in texts)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+class TestEchoesInDisguise:
+    async def test_a_recall_response_passed_on_as_escaped_json(self, client: Any,
+                                                                language: str) -> None:
+        await with_fact(client, language)
+        response = (await client.post("/v1/recall", json={
+            "namespace": "alice", "query": QUERY[language], "min_score": 0.0})).json()
+        escaped = json.dumps(response)  # ASCII: "\\u4ee5\\u4e0b..." for Chinese
+        result = await store(client, [
+            {"msg_id": "t1", "role": "tool", "content": escaped},
+            {"msg_id": "t2", "role": "tool", "content": f"recall returned: {escaped}"},
+        ], session_id="chat")
+        assert sorted(result["firewalled"]) == ["t1", "t2"]
+        assert result["memories_created"] == []
+
+    async def test_a_preface_with_a_word_changed(self, client: Any, language: str) -> None:
+        await with_fact(client, language)
+        block = await block_for(client, language)
+        changed = block.replace("earlier", "previous") if language == "en" \
+            else block.replace("以往", "之前")
+        assert changed != block
+        result = await store(client, [{"msg_id": "s1", "role": "system", "content": changed}],
+                             session_id="chat")
+        assert result["firewalled"] == ["s1"] and result["memories_created"] == []
+
+    async def test_look_alike_letters(self, client: Any, language: str) -> None:
+        await with_fact(client, language)
+        block = (await block_for(client, language)).translate(LOOK_ALIKE)
+        quote = f"user: {FACT[language]}".translate(LOOK_ALIKE)
+        result = await store(client, [
+            {"msg_id": "s1", "role": "system", "content": block},
+            {"msg_id": "a1", "role": "assistant", "content": quote},
+        ], session_id="chat")
+        assert sorted(result["firewalled"]) == ["a1", "s1"]
+
+    async def test_two_quoted_lines_joined_or_as_a_json_list(self, client: Any,
+                                                             language: str) -> None:
+        await store(client, [{"msg_id": "f1", "role": "user", "content": FACT[language]},
+                             {"msg_id": "f2", "role": "user", "content": SECOND[language]}],
+                    session_id="facts")
+        lines = [f"user: {FACT[language]}", f"user: {SECOND[language]}"]
+        result = await store(client, [
+            {"msg_id": "a1", "role": "assistant", "content": " ".join(lines)},
+            {"msg_id": "t1", "role": "tool", "content": json.dumps(lines, ensure_ascii=False)},
+            {"msg_id": "a2", "role": "assistant",
+             "content": " ".join(lines) + " " + OWN[language]},
+        ], session_id="chat")
+        assert sorted(result["firewalled"]) == ["a1", "t1"]  # a2 adds words of its own
+        assert len(result["memories_created"]) == 1
+
+
 class TestSwitch:
     async def test_the_firewall_can_be_switched_off(self, open_client: Any) -> None:
         async with open_client(store_firewall=False) as client:

@@ -6,6 +6,8 @@ import asyncio
 import itertools
 from typing import Any
 
+import pytest
+
 from tests.helpers import all_memories, messages, store, wait_idle
 
 
@@ -185,6 +187,43 @@ class TestChunks:
         assert memory["category"] == "decision"
         assert "LanceDB" in memory["entities"]["technologies"]
         assert memory["language"] == "zh"
+
+
+@pytest.mark.parametrize("wait", [True, False])
+class TestOneBranchPerSession:
+    """A session re-sent with another `branch` is a 409 naming both branches, and writes
+    nothing; the fork is stored as a session of its own, and recall keeps them apart."""
+
+    async def test_another_branch_is_a_conflict_and_writes_nothing(self, client: Any,
+                                                                   wait: bool) -> None:
+        await store(client, [{"msg_id": "1", "role": "user", "content": "我周二去体检。"}],
+                    branch="main")
+        response = await client.post("/v1/store", json={
+            "namespace": "alice", "session_id": "s1", "branch": "retry", "wait": wait,
+            "messages": [{"msg_id": "2", "role": "user",
+                          "content": "Actually, the checkup moved to Thursday."}]})
+        assert response.status_code == 409, response.text
+        error = response.json()["error"]
+        assert error["details"] == {"session_branch": "main", "branch": "retry"}
+        assert "'main'" in error["message"] and "'retry'" in error["message"]
+        await client.app.state.engram.store.idle()
+        (memory,) = await all_memories(client)
+        assert memory["msg_ids"] == ["1"] and memory["branch"] == "main"
+
+    async def test_the_fork_as_its_own_session_stays_on_its_branch(self, client: Any,
+                                                                  wait: bool) -> None:
+        await store(client, [{"msg_id": "1", "role": "user",
+                              "content": "We will fly to Lisbon in March."}])
+        await store(client, [{"msg_id": "1", "role": "user",
+                              "content": "We will fly to Porto in March."}],
+                    session_id="s1-retry", branch="retry", wait=wait,
+                    expect=200 if wait else 202)
+        await client.app.state.engram.store.idle()
+        on = {m["session_id"]: m["branch"] for m in await all_memories(client)}
+        assert on == {"s1": "main", "s1-retry": "retry"}
+        found = (await client.post("/v1/recall", json={
+            "namespace": "alice", "query": "where will we fly?", "branch": "retry"})).json()
+        assert [m["session_id"] for m in found["memories"]] == ["s1-retry"]
 
 
 class TestBackgroundStore:

@@ -19,8 +19,8 @@ class MessagesTable(TableBase):
         """Every stored message of a session, in order.
 
         `with_content=False` reads only what tells a message's identity and state (msg_id,
-        seq, content hash, state, pinned, received_at, job): role, content, time, tags and
-        the rest keep their defaults. About a quarter of the full read's time: what a
+        seq, content hash, state, pinned, received_at, job, branch): role, content, time,
+        tags and the rest keep their defaults. About a quarter of the full read's time: what a
         `wait=false` store needs to count new, changed and unchanged messages; answered
         without a read while the raw-log cache holds the session as of the current version
         (log_cache.py), which every read here fills.
@@ -33,7 +33,7 @@ class MessagesTable(TableBase):
         where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
         columns = None if with_content else [
             "key", "namespace", "session_id", "msg_id", "seq", "content_hash", "state",
-            "pinned", "received_at", "job_id"]
+            "pinned", "received_at", "job_id", "branch"]
         with cache.reading(namespace, session_id):
             version = await cache.version() if cache.max_rows else 0
             rows = await self._select("messages", MessageRecord, where, columns=columns)

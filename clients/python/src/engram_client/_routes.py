@@ -32,6 +32,7 @@ from engram_client.types import (
     Session,
     SessionList,
     StoreResult,
+    WhyNotResult,
 )
 
 T = TypeVar("T")
@@ -114,6 +115,25 @@ def recall(namespace: str, query: str, *, top_k: int | None = None,
         tiers=None if tiers is None else list(tiers), session_id=session_id,
         time_from=_time(time_from), time_to=_time(time_to), as_of=_time(as_of),
         language=language))
+
+
+def why_not(namespace: str, query: str, memory_ids: Sequence[str], *,
+            top_k: int | None = None, max_tokens: int | None = None,
+            min_score: float | None = None, branch: str | None = None,
+            other_branches: bool | None = None, categories: Sequence[str] | None = None,
+            tiers: Sequence[str] | None = None, session_id: str | None = None,
+            time_from: Time | None = None, time_to: Time | None = None,
+            as_of: Time | None = None) -> Call[WhyNotResult]:
+    """Run the same recall and say, for each of `memory_ids`, what kept it out (the filter,
+    its state, its relevance against the threshold, the budget) or that it was recalled
+    (`POST /v1/recall/why_not`)."""
+    return Call("POST", "/v1/recall/why_not", json_of(WhyNotResult), json=_given(
+        namespace=namespace, query=query, memory_ids=list(memory_ids), top_k=top_k,
+        max_tokens=max_tokens, min_score=min_score, branch=branch,
+        other_branches=other_branches,
+        categories=None if categories is None else list(categories),
+        tiers=None if tiers is None else list(tiers), session_id=session_id,
+        time_from=_time(time_from), time_to=_time(time_to), as_of=_time(as_of)))
 
 
 def context(namespace: str, *, max_tokens: int | None = None,

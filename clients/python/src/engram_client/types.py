@@ -85,6 +85,39 @@ class RecallResult(TypedDict):
     took_ms: NotRequired[float]
 
 
+class WhyNotItem(TypedDict):
+    """What kept one memory out of a recall (`verdict`: recalled, not_found, state, filter,
+    not_candidate, below_threshold, duplicate, top_k, budget) in one readable `reason`."""
+
+    memory_id: str
+    verdict: str
+    reason: str
+    min_score: float
+    filter: NotRequired[str | None]
+    state: NotRequired[str | None]
+    relevance: NotRequired[float | None]
+    rank: NotRequired[int | None]
+    tokens: NotRequired[int | None]
+    tokens_left: NotRequired[int | None]
+    covered_by: NotRequired[list[str]]
+    cosine: NotRequired[float | None]
+    explain: NotRequired[JSONObject | None]
+
+
+class WhyNotResult(TypedDict):
+    """`POST /v1/recall/why_not`: the recall's outcome and one item per asked memory."""
+
+    namespace: str
+    query: str
+    min_score: float
+    top_k: int
+    max_tokens: int
+    tokens: int
+    recalled: list[str]
+    candidates: int
+    items: list[WhyNotItem]
+
+
 class ContextResult(TypedDict):
     """`POST /v1/context`: each memory's `reason` says its section."""
 
