@@ -1188,3 +1188,21 @@ class Repository:
 
         await self.writers[table].write(Alone(run))
         log.info("table_compacted", table=table)
+
+    # --- intents: meta rows recording a multi-write operation until it is whole ----------
+
+    async def add_meta(self, key: str, value: str) -> None:
+        """A meta row under a new key (an intent's own id): appended, in meta's writer."""
+        rows = pa.Table.from_pylist([{"key": key, "value": value}], schema=self._schemas["meta"])
+        await self._write("meta", Append(rows))
+
+    async def meta_with_prefix(self, prefix: str) -> dict[str, str]:
+        """Every meta row whose key starts with `prefix` (letters, digits, `-` and `:`)."""
+        rows = await (self._tables["meta"].query().where(f"key LIKE {sql_str(prefix + '%')}")
+                      .select(["key", "value"]).to_arrow())
+        return dict(zip(rows.column("key").to_pylist(), rows.column("value").to_pylist(),
+                        strict=True))
+
+    async def delete_meta(self, keys: Sequence[str]) -> None:
+        if keys:
+            await self._delete("meta", sql_in("key", keys))
