@@ -33,7 +33,7 @@ def waited_seconds(metrics_text: str) -> float:
 async def test_a_store_behind_a_stream_of_recalls_waits_for_them_only_so_long(
         client: AppClient) -> None:
     await store(client, _FACTS, namespace="fair", session_id="facts")
-    stop = asyncio.Event()
+    stop, flowing = asyncio.Event(), asyncio.Event()
     answered = [0]
 
     async def ask(question: str) -> None:
@@ -42,11 +42,12 @@ async def test_a_store_behind_a_stream_of_recalls_waits_for_them_only_so_long(
                 "namespace": "fair", "query": question, "top_k": 5})
             assert response.status_code == 200, response.text
             answered[0] += 1
+            if answered[0] >= len(_QUESTIONS):
+                flowing.set()
 
     askers = [asyncio.create_task(ask(q)) for q in _QUESTIONS]
     try:
-        while answered[0] < len(_QUESTIONS):  # the stream is flowing
-            await asyncio.sleep(0.01)
+        await flowing.wait()  # the stream is flowing
         before, asked = waited_seconds((await client.get("/metrics")).text), answered[0]
         started = time.perf_counter()
         # ~30 chunks: ~30 texts analysed, each a boundary where the build steps aside.
