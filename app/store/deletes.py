@@ -197,14 +197,15 @@ class Deletes:
             leave_held: skip a namespace whose lock this process or a live other holds (the
                 sweep); start-up waits for the locks instead.
         """
-        rows = await self._repo.meta_with_prefix(INTENT_PREFIX)
-        finished = 0
-        for key, value in sorted(rows.items(), key=lambda kv: kv[1]):
+        intents = []
+        for key, value in (await self._repo.meta_with_prefix(INTENT_PREFIX)).items():
             try:
-                intent = Intent.from_json(key, value)
+                intents.append(Intent.from_json(key, value))
             except (TypeError, ValueError):
                 log.warning("delete_intent_unreadable", key=key, value=value[:200])
-                continue
+        finished = 0
+        for intent in sorted(intents, key=lambda i: i.recorded_at):  # in the order asked
+            key = intent.key
             if recorded_before is not None and intent.recorded_at >= recorded_before:
                 continue
             ns = intent.namespace

@@ -6,15 +6,19 @@ deleted. A real `engram serve` process is killed (SIGKILL, by its own crash poin
 rebuild; a session delete between its memories and its raw log. After a restart on the same
 data directory, every delete is whole: the message (session) is gone from the raw log, its
 text is in no memory and no recall finds it, every other message is in a memory, the ledger
-counts what is left. English and Chinese sessions.
+counts what is left. English and Chinese sessions. And the live sweep finishes a dead
+server's delete without a restart.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import signal
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ import httpx
 import lancedb
 import pytest
 
+from app.store.deletes import INTENT_PREFIX, Intent
 from tests.procs import ServerProcess, chat_messages
 
 pytestmark = pytest.mark.slow
@@ -169,3 +174,45 @@ def test_a_session_delete_cut_by_a_crash_is_finished_at_restart(server: ServerPr
             kept_memories
         assert exported_ids(client, "kept") == {m["msg_id"] for m in kept}
     assert raw_log_ids(server, "doomed") == set()
+
+
+async def test_the_sweep_finishes_a_dead_servers_delete_and_keeps_what_was_rewritten_since(
+        open_client: Any) -> None:
+    """Intents as a server that died mid-delete leaves them (recorded a minute ago), in a
+    running server: its sweep finishes the delete of a message still as the delete read it,
+    keeps one a store rewrote since (newer than the delete: undone, not half done), and
+    leaves a young intent to the live delete it belongs to."""
+    ns = "sweepdel"
+    english = chat_messages(random.Random(41), 6, id_prefix="en", zh_share=0.0)
+    chinese = chat_messages(random.Random(42), 6, id_prefix="zh", zh_share=1.0)
+    async with open_client(pending_sweep_seconds=0.2, pending_sweep_min_age_seconds=30.0,
+                           chunk_max_turns=3) as client:
+        for session_id, msgs in (("en", english), ("zh", chinese)):
+            response = await client.post("/v1/store", json={
+                "namespace": ns, "session_id": session_id, "messages": msgs, "wait": True})
+            assert response.status_code == 200, response.text
+        repo = client.app.state.engram.repo
+        hashes = {m.msg_id: m.content_hash for s in ("en", "zh")
+                  for m in await repo.session_messages(ns, s)}
+        a_minute_ago = (datetime.now(UTC) - timedelta(seconds=60)).isoformat()
+        young = Intent("message", ns, "zh", msg_ids={"zh1": hashes["zh1"]})
+        for intent in (Intent("message", ns, "en", msg_ids={"en2": hashes["en2"]},
+                              at=a_minute_ago),
+                       Intent("message", ns, "zh", msg_ids={"zh3": "0" * 64}, at=a_minute_ago),
+                       young):
+            await repo.add_meta(intent.key, intent.to_json())
+        deadline = time.monotonic() + 60
+        while set(await repo.meta_with_prefix(INTENT_PREFIX)) != {young.key}:
+            assert time.monotonic() < deadline, "the sweep never finished the intents"
+            await asyncio.sleep(0.2)
+
+        exported = (await client.get(f"/v1/namespaces/{ns}/export")).text.splitlines()[1:]
+        records = [json.loads(line) for line in exported]
+        kept = {(r["data"]["session_id"], r["data"]["msg_id"]) for r in records
+                if r["type"] == "message"}
+        assert kept == {("en", m["msg_id"]) for m in english if m["msg_id"] != "en2"} | {
+            ("zh", m["msg_id"]) for m in chinese}
+        memories = [r["data"] for r in records if r["type"] == "memory"]
+        held = {(m["session_id"], i) for m in memories for i in m["msg_ids"]}
+        assert held == kept, "a deleted message in a memory, or a kept one in none"
+        assert not any(english[2]["content"] in m["text"] for m in memories)
