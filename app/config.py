@@ -230,6 +230,11 @@ class Settings(BaseSettings):
     # left to the server that acknowledged them (it queued their build itself).
     pending_sweep_min_age_seconds: float = Field(default=60.0, ge=0)
 
+    # Tests only (honoured when environment is "testing"): the crash point
+    # (app/ops/faults.py) at which the server SIGKILLs itself, so a test can cut a
+    # multi-write operation where it wants and check what a restart makes of it.
+    crash_at: str = ""
+
     # --- API keys ------------------------------------------------------------------------
     # Keys with access to every namespace and to admin routes.
     admin_keys: list[str] = Field(default_factory=list)

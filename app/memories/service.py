@@ -2,6 +2,7 @@
 
 Deletes take the namespace write lock; deleting a message rebuilds the memories that held it
 (through the same builder the store uses), so nothing derived from deleted text survives.
+Each delete is recorded before its commits and finished after a crash (app/store/deletes.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from app.memories.schemas import (
 from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import MemoryFilter, Repository
 from app.store.builder import MemoryBuilder
+from app.store.deletes import Deletes
 
 # Rank fusion constant of the `q=` search (reciprocal rank fusion, as LanceDB's RRF
 # reranker): a memory's score is the sum over the two rankings of 1 / (k + rank).
@@ -49,6 +51,7 @@ class MemoryService:
         self._locks = locks
         self._settings = settings
         self._pool = pool
+        self._deletes = Deletes(repo, builder, locks, settings)
 
     async def _memory(self, memory_id: str, principal: Principal) -> MemoryRecord:
         """The memory, looked up only among the namespaces the caller may read.
@@ -108,9 +111,7 @@ class MemoryService:
 
     async def delete(self, memory_id: str, principal: Principal) -> Deleted:
         memory = await self._memory(memory_id, principal)
-        async with self._locks.hold(memory.namespace):
-            await self._repo.delete_memories([memory.id], namespace=memory.namespace)
-            await self._repo.delete_events([memory.id])
+        await self._deletes.memory(memory.namespace, memory.id)
         return Deleted(memories_deleted=1)
 
     async def sessions(self, namespace: str) -> SessionList:
@@ -123,36 +124,17 @@ class MemoryService:
             raise NotFound(f"session {session_id!r} not found in namespace {namespace!r}")
         return SessionPublic.from_record(found)
 
+    # Deletes are recorded before their commits and finished after a crash (deletes.py).
+
     async def delete_session(self, namespace: str, session_id: str) -> Deleted:
-        # The raw-log lock too: a wait=false store holds only that one (app/locks.py).
-        async with self._locks.hold(namespace), self._locks.hold_log(namespace):
-            memories = await self._repo.session_memories(namespace, session_id)
-            stored = await self._repo.count_messages(namespace, session_id)
-            if not memories and not stored:
-                raise NotFound(f"session {session_id!r} not found in namespace {namespace!r}")
-            await self._repo.delete_session(namespace, session_id)
-        return Deleted(memories_deleted=len(memories))
+        return Deleted(memories_deleted=await self._deletes.session(namespace, session_id))
 
     async def delete_message(self, namespace: str, session_id: str, msg_id: str) -> Deleted:
-        # The raw-log lock for the whole delete (deletes are rare): no store of the session
-        # slips in between the rebuild without the message and its removal.
-        async with self._locks.hold(namespace), self._locks.hold_log(namespace):
-            messages = await self._repo.session_messages(namespace, session_id)
-            if not any(m.msg_id == msg_id for m in messages):
-                raise NotFound(f"message {msg_id!r} not found in session {session_id!r}")
-            # Memories first, the raw row after: a build that fails leaves the raw log as it
-            # was (the delete can simply be retried), never a log without the message beside
-            # memories that still hold its text.
-            outcome = await self._builder.build_session(namespace, session_id,
-                                                        without=frozenset([msg_id]))
-            await self._repo.delete_messages(namespace, session_id, [msg_id])
+        outcome = await self._deletes.message(namespace, session_id, msg_id)
         return Deleted(memories_deleted=len(outcome.deleted), memories_rebuilt=outcome.updated)
 
     async def delete_namespace(self, namespace: str) -> Deleted:
-        async with self._locks.hold(namespace), self._locks.hold_log(namespace):
-            count = await self._repo.count_memories(namespace)
-            await self._repo.delete_namespace(namespace)
-        return Deleted(memories_deleted=count)
+        return Deleted(memories_deleted=await self._deletes.namespace(namespace))
 
     # --- usage, tiers, forgetting ---------------------------------------------------------
 

@@ -134,6 +134,15 @@ class MemoryBuilder:
             derived: the session's memories and ledger as read under the lock the caller
                 still holds (`read_derived`); None: read here.
         """
+        # Recalls in flight go first, but one build gives them a bounded total
+        # (app/ops/recall_first.py): a stream of recalls never starves a store.
+        with self._pool.recall_first.build():
+            return await self._build_session(namespace, session_id, without=without,
+                                             raw_log=raw_log, derived=derived)
+
+    async def _build_session(self, namespace: str, session_id: str, *, without: frozenset[str],
+                             raw_log: Sequence[MessageRecord] | None,
+                             derived: DerivedState | None) -> BuildOutcome:
         lap = stage_timer(self._metrics)
         # Independent reads at once: each is a LanceDB query (and a version check).
         stored_messages, state = await asyncio.gather(
@@ -143,6 +152,10 @@ class MemoryBuilder:
         memories, previous = list(state.memories), state.ledger
         if raw_log is None or derived is None:
             lap("read")
+        if not stored_messages and not memories and previous is None:
+            # Deleted before this build ran (a wait=false store's queued build, the session
+            # deleted at once): nothing to build, and no ledger row for a session not there.
+            return BuildOutcome()
         messages = [m for m in stored_messages if m.msg_id not in without]
         # Memories are made of what the messages say themselves: an injection block a
         # message carries is cut out here, at every build (firewall.py, rule 1), so a

@@ -29,6 +29,7 @@ from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
 from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder, stage_timer
+from app.store.deletes import Deletes
 from app.store.schemas import (
     JobPublic,
     JobState,
@@ -113,6 +114,7 @@ class StoreService:
         self._builder = builder
         self._locks = locks
         self._settings = settings
+        self.deletes = Deletes(repo, builder, locks, settings)  # resumed with the builds
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[tuple[str, str]] = set()
         self._deferred: set[tuple[str, str]] = set()  # busy namespaces, queued again soon
@@ -326,8 +328,11 @@ class StoreService:
             self._worker = None
 
     async def resume_pending(self) -> int:
-        """Queue every session left unfinished by a crash: messages not yet built, or a job
-        whose build landed but which was not yet marked done."""
+        """Finish the deletes a crash cut short (deletes.py: before the server answers, so
+        no request sees one half done), then queue every session left unfinished by a crash:
+        messages not yet built, or a job whose build landed but which was not yet marked
+        done."""
+        await self.deletes.resume()
         pending = sorted(set(await self._repo.pending_sessions())
                          | set(await self._repo.queued_job_sessions()))
         for namespace, session_id in pending:

@@ -18,8 +18,11 @@ namespace held by a dead server's lease is swept once the lease has stood still 
 apart: a live server whose own queue is longer than the minimum age; then both build the
 session, one after the other under the lock, and the second finds nothing left to do.
 
+It also finishes the deletes a dead server left half done (app/store/deletes.py): their
+intents recorded more than the minimum age ago, in namespaces nobody holds.
+
 Cost with nothing to do: two filtered scans (pending messages, queued jobs), selecting two
-columns; a GET of a lease per namespace it finds.
+columns, and one of the small meta table; a GET of a lease per namespace it finds.
 """
 
 from __future__ import annotations
@@ -62,8 +65,10 @@ class PendingSweep:
         await self._loop.stop()
 
     async def sweep_once(self) -> int:
-        """Queue the build of every abandoned pending session; how many were queued."""
+        """Finish the deletes a dead server left half done (app/store/deletes.py); queue the
+        build of every abandoned pending session; how many builds were queued."""
         cutoff = datetime.now(UTC) - timedelta(seconds=self._min_age)
+        await self._store.deletes.resume(recorded_before=cutoff, leave_held=True)
         messages, jobs = await asyncio.gather(
             self._repo.pending_sessions(received_before=cutoff),
             self._repo.queued_job_sessions(updated_before=cutoff))

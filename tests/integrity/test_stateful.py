@@ -3,8 +3,10 @@
 A hypothesis `RuleBasedStateMachine` drives one real `engram serve` process (tests/procs.py:
 real LanceDB data directory, real bundled model) through the HTTP API only: stores of new
 sessions, appends, edits, id-less messages sent twice, msg_ids 1, 2, 3 reused by every
-session, `wait=false` stores (also SIGKILLed right after the 202), message and session
-deletes, forced compression passes (also cut short by SIGKILL), restores of compressed
+session, `wait=false` stores (also SIGKILLed right after the 202, or followed at once by a
+delete of one of their messages, an older one or their session), message and session
+deletes (also cut by a SIGKILL between two of their commits: app/ops/faults.py), forced
+compression passes (also cut short by SIGKILL), restores of compressed
 memories, pins and unpins, export, import into the same, a fresh and another namespace
 (merging a session both hold), graceful and hard restarts, English, Chinese and mixed
 text. The model is what a client was told was stored.
@@ -424,6 +426,82 @@ class StatefulMachine(RuleBasedStateMachine):
         self.touched.add(ns)
         self.call("DELETE", f"/v1/namespaces/{ns}/sessions/{session_id}")
         del self.models[ns].sessions[session_id]
+
+    @precondition(lambda self: self.has_sessions())
+    @rule(data=st.data(), count=st.integers(1, 3),
+          deleted=st.sampled_from(["a new message", "an older message", "the session"]))
+    def store_then_delete_at_once(self, data: st.DataObject, count: int, deleted: str) -> None:
+        """A `wait=false` append and, at once (its build queued, perhaps not run yet), a
+        delete of one of its messages, of an older one or of the whole session: the delete
+        and the queued build race for the namespace lock. Whichever goes first, what was
+        deleted is gone, every other message is built, and the job finishes (or, with its
+        session deleted, is gone: 404)."""
+        ns, session_id = self.stored_session(data)
+        self.touched.add(ns)
+        known = self.models[ns].sessions[session_id]
+        older = sorted(known)
+        payload = []
+        for i in range(count):
+            role = "user" if (len(known) + i) % 2 == 0 else "assistant"
+            payload.append({"msg_id": f"{session_id}-r{self.serial + 1}", "role": role,
+                            "content": self.content(data, role)})
+        body = self.store(ns, session_id, payload, wait=False, expect_new=count,
+                          expect_updated=0, expect_skipped=0)
+        for p in payload:
+            known[p["msg_id"]] = Message(p["role"], p["content"], True)
+        self.tally[f"wait=false stores followed at once by a delete of {deleted}"] += 1
+        if deleted == "the session":
+            self.call("DELETE", f"/v1/namespaces/{ns}/sessions/{session_id}")
+            del self.models[ns].sessions[session_id]
+            if body["job_id"]:
+                self.jobs.remove(body["job_id"])
+                self.call("GET", f"/v1/jobs/{body['job_id']}", expect=(404,))
+            return
+        choices = [p["msg_id"] for p in payload] if deleted == "a new message" else older
+        msg_id = data.draw(st.sampled_from(choices), label="deleted msg_id")
+        self.call("DELETE", f"/v1/namespaces/{ns}/sessions/{session_id}/messages/{msg_id}")
+        del known[msg_id]
+
+    @precondition(lambda self: self.restarts < RESTARTS and self.has_sessions())
+    @rule(data=st.data(), point=st.sampled_from([
+        "delete_message.after_intent", "delete_message.after_rebuild",
+        "delete_message.after_raw_log", "delete_session.after_memories"]))
+    def delete_cut_by_crash(self, data: st.DataObject, point: str) -> None:
+        """A delete killed between two of its commits (the server SIGKILLs itself at a crash
+        point, app/ops/faults.py), then a restart: the delete is whole afterwards."""
+        ns, session_id = self.stored_session(data)
+        self.touched.add(ns)
+        known = self.models[ns].sessions[session_id]
+        base = f"/v1/namespaces/{ns}/sessions/{session_id}"
+        msg_id = None
+        if point.startswith("delete_message"):
+            msg_id = data.draw(st.sampled_from(sorted(known)), label="deleted msg_id")
+        self.http.close()
+        self.server.kill()
+        self.server.extra_env = {**SERVER_ENV, "ENGRAM_CRASH_AT": point}
+        try:
+            self.server.start()
+            with httpx.Client(base_url=self.server.base_url, timeout=HTTP_TIMEOUT) as client:
+                try:
+                    response = client.delete(base if msg_id is None
+                                             else f"{base}/messages/{msg_id}")
+                except httpx.TransportError:
+                    pass
+                else:
+                    raise AssertionError(f"no crash at {point}: {response.status_code} "
+                                         f"{response.text[:500]}")
+            self.server.kill()
+        finally:
+            self.server.extra_env = dict(SERVER_ENV)
+        self.server.start()
+        self.http = self._client()
+        type(self).restarts_done += 1
+        self.restarts += 1
+        self.tally[f"deletes cut by a crash ({point})"] += 1
+        if msg_id is None:
+            del self.models[ns].sessions[session_id]
+        else:
+            del known[msg_id]
 
     # --- rules: compression ------------------------------------------------------------
 

@@ -92,6 +92,26 @@ class TestDelete:
         assert (await client.delete(f"/v1/memories/{memory_id}")).status_code == 404
 
 
+    async def test_a_session_deleted_right_after_a_wait_false_store_stays_deleted(
+            self, client: Any) -> None:
+        """The store's queued build runs after the delete (or before it): either way the
+        session is gone, with its job, and no empty ledger row comes back."""
+        await store(client, messages(0, 4), session_id="kept")
+        for lang, content in (("en", "Book the dentist for Friday at 3 pm."),
+                              ("zh", "周五下午三点去看牙医，别忘了带医保卡。")):
+            queued = await store(client, [{"msg_id": "x", "role": "user", "content": content}],
+                                 session_id=f"gone-{lang}", wait=False, expect=202)
+            response = await client.delete(f"/v1/namespaces/alice/sessions/gone-{lang}")
+            assert response.status_code == 200, response.text
+            await client.app.state.engram.store.idle()
+            assert (await client.get(f"/v1/jobs/{queued['job_id']}")).status_code == 404
+            assert (await client.get(
+                f"/v1/namespaces/alice/sessions/gone-{lang}")).status_code == 404
+            assert not [m for m in await all_memories(client) if m["session_id"] != "kept"]
+        sessions = (await client.get("/v1/namespaces/alice/sessions")).json()["items"]
+        assert [s["session_id"] for s in sessions] == ["kept"]
+
+
 class TestIdsWithSlashes:
     """Clients name sessions and messages after paths and URLs ("chats/2024/0412", "D3/7");
     such an id, percent-encoded in the URL, reaches the same routes as any other id."""
