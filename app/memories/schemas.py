@@ -89,6 +89,23 @@ class MemoryPublic(BaseModel):
         )
 
 
+class MessagePublic(BaseModel):
+    msg_id: str = Field(description="The message's id in its session.")
+    role: str = Field(description="Who said it: `user`, `assistant`, `system` or `tool`.")
+    content: str = Field(description="The message text as stored.")
+    timestamp: datetime | None = Field(
+        description="When it was said in the conversation (the store time when the client "
+        "sent none).")
+
+
+class MemoryMessages(BaseModel):
+    memory_id: str
+    items: list[MessagePublic] = Field(description="The memory's messages, in order.")
+    count: int
+    missing: list[str] = Field(
+        description="Ids the memory covers that the raw log no longer holds (deleted since).")
+
+
 class MemoryList(BaseModel):
     items: list[MemoryPublic]
     count: int = Field(description="Memories matching the filters (all pages).")
