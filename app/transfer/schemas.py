@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
@@ -188,3 +189,31 @@ class ImportResult(BaseModel):
     archived: int = Field(description="Original texts of compressed memories.")
     reembedded: int = Field(description="Memories embedded again: no vectors in the file, or "
                             "a different embedding model.")
+
+
+class ImportPhase(StrEnum):
+    idle = "idle"  # no import into this namespace since the server started
+    waiting = "waiting"  # for the namespace's lock (a store or another import holds it)
+    checking = "checking"  # parsing and checking the file; nothing written yet
+    embedding = "embedding"  # embedding memories again (`done` of `total` memories)
+    writing = "writing"  # upserting the checked records
+    building = "building"  # memories of imported pending messages (`done` of `total` sessions)
+    done = "done"
+    failed = "failed"
+
+
+class ImportProgress(BaseModel):
+    """Where the current (or latest) import into a namespace is, as this server process
+    sees it."""
+
+    namespace: str = Field(description="The namespace being imported into.",
+                           examples=["alice"])
+    running: bool = Field(description="An import into this namespace is under way.")
+    phase: ImportPhase = Field(description="The step it is at; `done` or `failed` once the "
+                               "latest import ended, `idle` when there was none.")
+    done: int = Field(description="Items of the phase finished so far (memories while "
+                      "embedding, sessions while building).", examples=[128])
+    total: int = Field(description="Items the phase has in all (0 when it does not count).",
+                       examples=[300])
+    started_at: datetime | None = Field(description="When the import was received (UTC).")
+    updated_at: datetime | None = Field(description="When this progress last moved (UTC).")
