@@ -180,12 +180,16 @@ class ImportedArchive(_Imported):
 
 
 class ImportResult(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "namespace": "alice-laptop", "source_namespace": "alice", "messages": 120,
+        "memories": 24, "events": 61, "sessions": 5, "archived": 2, "reembedded": 24}]})
+
     namespace: str = Field(description="The namespace the records were imported into.")
-    source_namespace: str
-    messages: int
-    memories: int
-    events: int
-    sessions: int
+    source_namespace: str = Field(description="The namespace the file was exported from.")
+    messages: int = Field(description="Raw-log messages imported.")
+    memories: int = Field(description="Memories imported.")
+    events: int = Field(description="History events imported.")
+    sessions: int = Field(description="Sessions imported.")
     archived: int = Field(description="Original texts of compressed memories.")
     reembedded: int = Field(description="Memories embedded again: no vectors in the file, or "
                             "a different embedding model.")
@@ -205,6 +209,11 @@ class ImportPhase(StrEnum):
 class ImportProgress(BaseModel):
     """Where the current (or latest) import into a namespace is, as this server process
     sees it."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "namespace": "alice-laptop", "running": True, "phase": "embedding", "done": 128,
+        "total": 300, "started_at": "2026-11-29T09:20:00Z",
+        "updated_at": "2026-11-29T09:20:41Z"}]})
 
     namespace: str = Field(description="The namespace being imported into.",
                            examples=["alice"])
