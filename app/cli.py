@@ -14,7 +14,10 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -25,9 +28,13 @@ from app.config import Settings, server_environment, unknown_variables
 
 if TYPE_CHECKING:
     from engram_client import Client
-    from engram_client.types import Memory
+    from engram_client.types import ImportResult, Memory
 
 IMPORT_CHUNK_BYTES = 64 * 1024
+# How often `engram import` asks the server how far it is, and how often a log (stderr not
+# a terminal) gets a line while the count moves within one phase.
+_POLL_SECONDS = 0.5
+_LINE_SECONDS = 5.0
 
 
 def _migrate(settings: Settings) -> None:
@@ -184,8 +191,15 @@ def _import(engram: Client, args: argparse.Namespace) -> None:
     path = Path(args.file)
     if not path.is_file():
         raise SystemExit(f"engram: no such file: {path}")
-    with _progress(path.stat().st_size, "B") as bar:
-        result = engram.import_namespace(args.namespace, _chunks(path, bar.update))
+    # The upload runs on a thread while this one asks the server how far it is: after the
+    # last byte the server checks the file and may embed every memory again, which takes
+    # minutes for a large namespace on a CPU. Polling a side route keeps the import a plain
+    # request (same errors, nothing written on a bad file) and needs no streaming framing.
+    with ThreadPoolExecutor(max_workers=1) as thread, \
+            _progress(path.stat().st_size, "B") as uploaded:
+        running = thread.submit(engram.import_namespace, args.namespace,
+                                _chunks(path, uploaded.update))
+        result = _follow_import(engram, args.namespace, running)
     if args.json:
         _print_json(result)
         return
@@ -193,6 +207,54 @@ def _import(engram: Client, args: argparse.Namespace) -> None:
               f"{result['memories']} memories, {result['events']} events, "
               f"{result['archived']} archived, {result['reembedded']} re-embedded")
     print(f"imported into {result['namespace']} (from {result['source_namespace']}): {counts}")
+
+
+_PHASES = {"waiting": "waiting for the namespace", "checking": "checking the file",
+           "embedding": "re-embedding memories", "writing": "writing",
+           "building": "building memories of new messages"}
+
+
+def _follow_import(engram: Client, namespace: str, running: Future[ImportResult]
+                   ) -> ImportResult:
+    """The import's result, showing the server's progress while it works: a bar on a
+    terminal, otherwise a line per phase (and one every few seconds while embedding)."""
+    from engram_client import EngramClientError
+
+    bar: Any = None
+    said: tuple[str, int] = ("", -1)
+    last_line = 0.0
+    try:
+        while True:
+            try:
+                return running.result(timeout=_POLL_SECONDS)
+            except FutureTimeout:
+                pass
+            try:
+                now = engram.import_progress(namespace)
+            except EngramClientError:
+                continue  # an older server or another process: the result still comes
+            phase = now["phase"]
+            if not now["running"] or phase not in _PHASES:
+                continue
+            if sys.stderr.isatty():
+                if bar is None or bar.desc != _PHASES[phase]:
+                    if bar is not None:
+                        bar.close()
+                    bar = _progress(now["total"] or None, "memory" if phase == "embedding"
+                                    else "session")
+                    bar.set_description_str(_PHASES[phase])
+                bar.total = now["total"] or None
+                bar.n = now["done"]
+                bar.refresh()
+            elif (phase, now["done"]) != said and (
+                    phase != said[0] or time.monotonic() - last_line >= _LINE_SECONDS):
+                count = f" {now['done']}/{now['total']}" if now["total"] else ""
+                print(f"importing into {namespace}: {_PHASES[phase]}{count}", file=sys.stderr,
+                      flush=True)
+                said, last_line = (phase, now["done"]), time.monotonic()
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _mcp(settings: Settings, args: argparse.Namespace) -> None:

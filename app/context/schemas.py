@@ -47,13 +47,13 @@ class ContextMemory(RecalledMemory):
 
 
 class ContextResponse(BaseModel):
-    namespace: str
+    namespace: str = Field(description="The namespace asked about.")
     memories: list[ContextMemory] = Field(
         description="Pinned memories first, then durable facts, then the latest session's "
         "gist (in the session's order).")
-    count: int
+    count: int = Field(description="Memories in the block.")
     tokens: int = Field(description="Sum of the memories' tokens; never above max_tokens.")
-    max_tokens: int
+    max_tokens: int = Field(description="The token budget used.")
     language: str = Field(description="Language of the block: zh or en.")
     block: str = Field(description="Ready to append to the system prompt, in recall's "
                        "format. Empty when the namespace holds nothing to give.")
@@ -61,4 +61,4 @@ class ContextResponse(BaseModel):
     session_id: str | None = Field(description="The session the gist was taken from.")
     left_out: int = Field(description="Memories of the three sections that did not fit the "
                           "budget.")
-    took_ms: float
+    took_ms: float = Field(description="Server time spent, in milliseconds.")

@@ -15,6 +15,7 @@ from app.memories.schemas import (
     Evolution,
     ForgetResult,
     MemoryList,
+    MemoryMessages,
     MemoryPublic,
     MemoryState,
     MemoryUpdate,
@@ -79,6 +80,14 @@ async def get_memory(memory_id: str, principal: CurrentPrincipal, service: Memor
                      ) -> MemoryPublic:
     """One memory with all its metadata."""
     return await service.get(memory_id, principal)
+
+
+@router.get("/memories/{memory_id}/messages", response_model=MemoryMessages,
+            responses=error_responses(401, 404))
+async def memory_messages(memory_id: str, principal: CurrentPrincipal,
+                          service: MemoryServiceDep) -> MemoryMessages:
+    """The messages the memory covers, in order: role, text and conversation time."""
+    return await service.messages(memory_id, principal)
 
 
 @router.delete("/memories/{memory_id}", response_model=Deleted,

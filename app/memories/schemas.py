@@ -26,47 +26,85 @@ class MemoryState(StrEnum):
 
 
 class WeightScores(BaseModel):
-    novelty: float
-    entropy: float
-    task: float
-    emotion: float
-    total: float
+    novelty: float = Field(
+        description="How new it was against the namespace when last scored (0..1).")
+    entropy: float = Field(description="Information density of the text (0..1).")
+    task: float = Field(description="Task relevance: decisions, dates, to-dos (0..1).")
+    emotion: float = Field(description="Emotional weight (0..1).")
+    total: float = Field(
+        description="The weighted total the compression policy compares with its threshold "
+        "(0..1).")
 
+
+# What the response examples of the memory routes show (OpenAPI): one English memory.
+_MEMORY_EXAMPLE: dict[str, Any] = {
+    "id": "mem_3f9a1c2b7d4e5f60", "namespace": "alice", "session_id": "2026-11-29-chat",
+    "text": "user: We decided to use LanceDB for the memory store.\nassistant: Noted: "
+    "LanceDB, embedded, no server.",
+    "category": "decision", "categories": ["decision"], "category_confidence": 0.91,
+    "importance": 7,
+    "tags": ["architecture"], "entities": {"org": ["LanceDB"]}, "subtopics": ["memory store"],
+    "msg_ids": ["3", "4"], "msg_count": 2, "start_msg": "3", "end_msg": "4",
+    "speaker_pattern": "user,assistant", "time_start": "2026-11-29T09:12:00Z",
+    "time_end": "2026-11-29T09:13:00Z", "source": "telegram", "branch": "main",
+    "tier": "session", "state": "active", "protected": False, "hit_count": 2,
+    "access_count": 0, "last_accessed": "2026-11-30T08:00:00Z",
+    "created_at": "2026-11-29T09:13:05Z", "updated_at": "2026-11-29T09:13:05Z",
+    "language": "en", "weight": {"novelty": 0.62, "entropy": 0.55, "task": 0.8,
+                                 "emotion": 0.1, "total": 0.58},
+    "summary_of": [], "pinned": False, "score": None,
+}
 
 class MemoryPublic(BaseModel):
-    id: str
-    namespace: str
-    session_id: str
-    text: str
-    category: str
+    model_config = ConfigDict(json_schema_extra={"examples": [_MEMORY_EXAMPLE]})
+
+    id: str = Field(description="The memory's id (stable for the same chunk of the same session).")
+    namespace: str = Field(description="The namespace (user or tenant) it belongs to.")
+    session_id: str = Field(description="The session it was built from.")
+    text: str = Field(
+        description="The memory text: the chunk's lines, or its compressed or summary form.")
+    category: str = Field(
+        description="The main category (decision, preference, learning, task, progress, question,"
+        " note, general).")
     categories: list[str] = Field(
         description="Every category the memory's lines have, `category` (the main one) "
         "first; `?category=` lists the memory under each.")
-    category_confidence: float
-    importance: int = Field(ge=1, le=10)
-    tags: list[str]
-    entities: dict[str, list[str]]
-    subtopics: list[str]
+    category_confidence: float = Field(
+        description="The classifier's confidence in `category` (0..1).")
+    importance: int = Field(
+        description="1 (trivial) .. 10 (critical), from the classifier or an edit.", ge=1, le=10)
+    tags: list[str] = Field(description="Tags given at store time or by an edit.")
+    entities: dict[str, list[str]] = Field(
+        description="Named things found in the text, by kind (person, place, org, date, ...).")
+    subtopics: list[str] = Field(description="Key phrases of the text.")
     msg_ids: list[str] = Field(description="Every message this memory covers, in order.")
-    msg_count: int
-    start_msg: str
-    end_msg: str
-    speaker_pattern: str
-    time_start: datetime | None
-    time_end: datetime | None
-    source: str
-    branch: str
-    tier: Tier
-    state: MemoryState
-    protected: bool
-    hit_count: int
-    access_count: int
-    last_accessed: datetime | None
-    created_at: datetime | None
-    updated_at: datetime | None
-    language: str
-    weight: WeightScores
-    summary_of: list[str]
+    msg_count: int = Field(description="How many messages it covers.")
+    start_msg: str = Field(description="The first covered message's id.")
+    end_msg: str = Field(description="The last covered message's id.")
+    speaker_pattern: str = Field(
+        description="Who spoke, in order (e.g. `user,assistant`); `summary` for a summary.")
+    time_start: datetime | None = Field(
+        description="When its first message was said (conversation time, UTC).")
+    time_end: datetime | None = Field(
+        description="When its last message was said (conversation time, UTC).")
+    source: str = Field(
+        description="Where the messages came from (the store's `source`, or `compression`).")
+    branch: str = Field(description="The conversation branch it belongs to.")
+    tier: Tier = Field(description="session, daily or longterm: how durable it is.")
+    state: MemoryState = Field(description="active, compressed or forgotten.")
+    protected: bool = Field(description="Protected from forgetting and compression by an edit.")
+    hit_count: int = Field(description="Times recall returned it.")
+    access_count: int = Field(description="Explicit accesses (`POST .../access`).")
+    last_accessed: datetime | None = Field(
+        description="When it was last returned or accessed (UTC).")
+    created_at: datetime | None = Field(
+        description="When the server stored it (store time, UTC; see `time_start` for when it was"
+        " said).")
+    updated_at: datetime | None = Field(description="When the server last changed it (UTC).")
+    language: str = Field(description="zh or en: the text's main language.")
+    weight: WeightScores = Field(description="The compression scores of its last scoring pass.")
+    summary_of: list[str] = Field(
+        description="For a summary: the ids of the memories it summarises.")
     pinned: bool = Field(description="Pinned by the client: always in `POST /v1/context`, "
                          "never compressed or forgotten.")
     score: float | None = Field(
@@ -94,27 +132,64 @@ class MemoryPublic(BaseModel):
         )
 
 
+class MessagePublic(BaseModel):
+    msg_id: str = Field(description="The message's id in its session.")
+    role: str = Field(description="Who said it: `user`, `assistant`, `system` or `tool`.")
+    content: str = Field(description="The message text as stored.")
+    timestamp: datetime | None = Field(
+        description="When it was said in the conversation (the store time when the client "
+        "sent none).")
+
+
+class MemoryMessages(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "memory_id": "mem_3f9a1c2b7d4e5f60", "count": 2, "missing": [], "items": [
+            {"msg_id": "1", "role": "user", "content": "下周二上午我要去体检",
+             "timestamp": "2026-11-29T09:12:00Z"},
+            {"msg_id": "2", "role": "assistant", "content": "好的，我记下了。",
+             "timestamp": "2026-11-29T09:13:00Z"}]}]})
+
+    memory_id: str = Field(description="The memory asked about.")
+    items: list[MessagePublic] = Field(description="The memory's messages, in order.")
+    count: int = Field(description="Messages listed in `items`.")
+    missing: list[str] = Field(
+        description="Ids the memory covers that the raw log no longer holds (deleted since).")
+
+
 class MemoryList(BaseModel):
-    items: list[MemoryPublic]
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"items": [_MEMORY_EXAMPLE], "count": 1, "offset": 0, "limit": 50}]})
+
+    items: list[MemoryPublic] = Field(description="This page of memories.")
     count: int = Field(description="Memories matching the filters (all pages).")
-    offset: int
-    limit: int
+    offset: int = Field(description="Memories skipped before this page.")
+    limit: int = Field(description="The page size asked for.")
+
+
+_SESSION_EXAMPLE: dict[str, Any] = {
+    "namespace": "alice", "session_id": "2026-11-29-chat", "source": "telegram",
+    "branch": "main", "stored_at": "2026-11-29T09:13:05Z",
+    "updated_at": "2026-11-29T09:13:05Z", "message_count": 4, "chunk_count": 1,
+    "chunk_ids": ["mem_3f9a1c2b7d4e5f60"], "first_msg": "1", "last_msg": "4",
+    "time_start": "2026-11-29T09:10:00Z", "time_end": "2026-11-29T09:13:00Z"}
 
 
 class SessionPublic(BaseModel):
-    namespace: str
-    session_id: str
-    source: str
-    branch: str
-    stored_at: datetime | None
-    updated_at: datetime | None
-    message_count: int
-    chunk_count: int
-    chunk_ids: list[str]
-    first_msg: str | None
-    last_msg: str | None
-    time_start: datetime | None
-    time_end: datetime | None
+    model_config = ConfigDict(json_schema_extra={"examples": [_SESSION_EXAMPLE]})
+
+    namespace: str = Field(description="The namespace it belongs to.")
+    session_id: str = Field(description="The session's id as the client sent it.")
+    source: str = Field(description="The store's `source` (e.g. telegram, api).")
+    branch: str = Field(description="The branch it was stored on.")
+    stored_at: datetime | None = Field(description="When it was first stored (UTC).")
+    updated_at: datetime | None = Field(description="When a store last changed it (UTC).")
+    message_count: int = Field(description="Messages the raw log holds for it.")
+    chunk_count: int = Field(description="Memories built from it.")
+    chunk_ids: list[str] = Field(description="The ids of those memories.")
+    first_msg: str | None = Field(description="Its first message's id.")
+    last_msg: str | None = Field(description="Its last message's id.")
+    time_start: datetime | None = Field(description="When its first message was said (UTC).")
+    time_end: datetime | None = Field(description="When its last message was said (UTC).")
 
     @classmethod
     def from_record(cls, s: SessionRecord) -> SessionPublic:
@@ -122,14 +197,21 @@ class SessionPublic(BaseModel):
 
 
 class SessionList(BaseModel):
-    items: list[SessionPublic]
-    count: int
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "items": [_SESSION_EXAMPLE], "count": 1}]})
+
+    items: list[SessionPublic] = Field(description="The namespace's sessions.")
+    count: int = Field(description="How many are listed.")
 
 
 class Deleted(BaseModel):
-    deleted: bool = True
-    memories_deleted: int = 0
-    memories_rebuilt: list[str] = Field(default_factory=list)
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"deleted": True, "memories_deleted": 1, "memories_rebuilt": []}]})
+
+    deleted: bool = Field(default=True, description="Always true: what was asked is gone.")
+    memories_deleted: int = Field(default=0, description="Memories deleted with it.")
+    memories_rebuilt: list[str] = Field(
+        description="Ids of memories rebuilt without the deleted message.", default_factory=list)
 
 
 class AccessRequest(BaseModel):
@@ -141,10 +223,13 @@ class MemoryUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str | None = Field(default=None, min_length=1, max_length=20_000)
+    text: str | None = Field(
+        description="A new text: re-embedded and re-analysed.", default=None, min_length=1,
+        max_length=20_000)
     tags: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = Field(
-        default=None, max_length=32)
-    category: Category | None = None
+        description="The new tags (replace the old ones).", default=None, max_length=32)
+    category: Category | None = Field(
+        default=None, description="The new category (one of the valid categories).")
     importance: int | None = Field(default=None, ge=1, le=10, strict=True,
                                    description="Overrides the estimate from now on.")
     protected: bool | None = Field(default=None, strict=True,
@@ -171,27 +256,38 @@ class MemoryUpdate(BaseModel):
 
 
 class EventPublic(BaseModel):
-    id: str
-    event: str
-    note: str
-    timestamp: datetime | None
-    metadata: dict[str, Any]
+    id: str = Field(description="The event's id.")
+    event: str = Field(
+        description="What happened: created, accessed, edited, compressed, forgotten, restored, "
+        "...")
+    note: str = Field(description="A free note (an access note, an edit's summary).")
+    timestamp: datetime | None = Field(description="When it happened (store time, UTC).")
+    metadata: dict[str, Any] = Field(
+        description="Details of the event (e.g. the fields an edit changed).")
 
 
 class Evolution(BaseModel):
-    memory_id: str
-    events: list[EventPublic]
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "memory_id": "mem_3f9a1c2b7d4e5f60", "summary": "created, then accessed once",
+        "events": [{"id": "evt_1", "event": "created", "note": "",
+                    "timestamp": "2026-11-29T09:13:05Z", "metadata": {}}]}]})
+
+    memory_id: str = Field(description="The memory asked about.")
+    events: list[EventPublic] = Field(description="Its events, oldest first.")
     summary: str = Field(description="One line per event, with icons: 🆕 ✏️ 📝 ⬆️ 🔀 🗜️ 🗑️ ♻️ "
                          "📌 (pinned) 📍 (unpinned)")
 
 
 class ForgetResult(BaseModel):
-    namespace: str
-    forgotten: list[str]
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "namespace": "alice", "forgotten": ["mem_0b1c2d3e4f5a6b7c"]}]})
+
+    namespace: str = Field(description="The namespace swept.")
+    forgotten: list[str] = Field(description="Ids of the memories forgotten.")
 
 
 class NamespacePublic(BaseModel):
-    namespace: str
+    namespace: str = Field(description="The namespace's name.")
     memories: int = Field(description="Memories of every state (active, compressed, "
                           "forgotten).")
     sessions: int = Field(description="Sessions in the ledger.")
@@ -201,6 +297,10 @@ class NamespacePublic(BaseModel):
 
 
 class NamespaceList(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"namespaces": [
+        {"namespace": "alice", "memories": 42, "sessions": 7, "pinned": 1,
+         "last_stored_at": "2026-11-29T09:13:05Z"}]}]})
+
     namespaces: list[NamespacePublic] = Field(
         description="Sorted by name: every namespace for an admin key (or without keys), "
         "the key's own namespaces that hold something for a scoped key.")

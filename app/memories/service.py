@@ -24,8 +24,10 @@ from app.memories.schemas import (
     Evolution,
     ForgetResult,
     MemoryList,
+    MemoryMessages,
     MemoryPublic,
     MemoryUpdate,
+    MessagePublic,
     NamespaceList,
     NamespacePublic,
     SessionList,
@@ -66,6 +68,18 @@ class MemoryService:
 
     async def get(self, memory_id: str, principal: Principal) -> MemoryPublic:
         return MemoryPublic.from_record(await self._memory(memory_id, principal))
+
+    async def messages(self, memory_id: str, principal: Principal) -> MemoryMessages:
+        """The raw-log messages a memory was built from, so a reader sees who said what and
+        when rather than bare ids. A summary holds no messages of its own (empty list)."""
+        memory = await self._memory(memory_id, principal)
+        wanted = set(memory.msg_ids)
+        held = {m.msg_id: m for m in await self._repo.session_messages(
+            memory.namespace, memory.session_id) if m.msg_id in wanted} if wanted else {}
+        items = [MessagePublic(msg_id=i, role=held[i].role, content=held[i].content,
+                               timestamp=held[i].time) for i in memory.msg_ids if i in held]
+        return MemoryMessages(memory_id=memory.id, items=items, count=len(items),
+                              missing=[i for i in memory.msg_ids if i not in held])
 
     async def list_memories(self, where: MemoryFilter, *, offset: int, limit: int,
                             q: str | None = None) -> MemoryList:

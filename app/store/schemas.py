@@ -30,7 +30,7 @@ class MessageIn(BaseModel):
         description="Stable id of the message in its session. Omitted: derived from the "
         "message's role, content and timestamp, so re-sending it is still recognised.",
     )
-    role: Role
+    role: Role = Field(description="Who said it: user, assistant, system or tool.")
     content: str = Field(min_length=1, description="The message text (not blank).")
     timestamp: AcceptedTime | None = Field(
         default=None, description="When it was said (ISO 8601; naive times are UTC; "
@@ -64,14 +64,18 @@ class StoreRequest(BaseModel):
     )
 
     namespace: Namespace = Field(description="Whose memory: a user, team or agent.")
-    session_id: SessionId
-    messages: list[MessageIn] = Field(min_length=1)
+    session_id: SessionId = Field(
+        description="The conversation's id; storing it again adds only new or changed messages.")
+    messages: list[MessageIn] = Field(
+        description="The session's messages in order (all of them, or only the new ones with "
+        "incremental=true).", min_length=1)
     source: Label = Field(default="api", description="Where it came from: telegram, voice…")
     branch: Label = Field(default="main", description=(
         "The conversation branch every memory of this session records. A session lives on "
         "one branch: re-sending it with another branch is a 409; store a fork under a "
         "session_id of its own."))
-    tags: list[Tag] = Field(default_factory=list, max_length=32)
+    tags: list[Tag] = Field(
+        description="Tags every memory of this session gets.", default_factory=list, max_length=32)
     incremental: bool = Field(
         default=True, strict=True,
         description="true: store new and changed messages only. false: a session that is "
@@ -98,15 +102,23 @@ class StoreStatus(StrEnum):
 
 
 class StoreResult(BaseModel):
-    namespace: str
-    session_id: str
-    status: StoreStatus
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "namespace": "alice", "session_id": "2026-11-29-chat", "status": "stored", "total": 3,
+        "new": 3, "updated": 0, "skipped": 0, "memories_created": ["mem_3f9a1c2b7d4e5f60"],
+        "memories_updated": [], "firewalled": [], "job_id": None}]})
+
+    namespace: str = Field(description="The namespace stored into.")
+    session_id: str = Field(description="The session stored.")
+    status: StoreStatus = Field(description="stored, unchanged, skipped or queued (wait=false).")
     total: int = Field(description="Messages in the request (after merging exact repeats).")
     new: int = Field(description="Messages not stored before.")
     updated: int = Field(description="Stored messages whose content changed.")
     skipped: int = Field(description="Messages already stored unchanged.")
-    memories_created: list[str] = Field(default_factory=list)
-    memories_updated: list[str] = Field(default_factory=list)
+    memories_created: list[str] = Field(
+        description="Ids of the memories built anew.", default_factory=list)
+    memories_updated: list[str] = Field(
+        description="Ids of existing memories rebuilt because their messages changed.",
+        default_factory=list)
     firewalled: list[str] = Field(
         default_factory=list,
         description="msg_ids kept in the raw log but made into no memory: Engram's own "
@@ -122,11 +134,16 @@ class JobState(StrEnum):
 
 
 class JobPublic(BaseModel):
-    id: str
-    namespace: str
-    session_id: str
-    state: JobState
-    created_at: datetime | None
-    updated_at: datetime | None
-    result: StoreResult | None = None
-    error: str | None = None
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "job_5e6f7a8b9c0d1e2f", "namespace": "alice", "session_id": "2026-11-29-chat",
+        "state": "queued", "created_at": "2026-11-29T09:13:05Z",
+        "updated_at": "2026-11-29T09:13:05Z", "result": None, "error": None}]})
+
+    id: str = Field(description="The job's id.")
+    namespace: str = Field(description="The namespace stored into.")
+    session_id: str = Field(description="The session stored.")
+    state: JobState = Field(description="queued, done or failed.")
+    created_at: datetime | None = Field(description="When the store was accepted (UTC).")
+    updated_at: datetime | None = Field(description="When the job last changed state (UTC).")
+    result: StoreResult | None = Field(default=None, description="The store's result, once done.")
+    error: str | None = Field(default=None, description="Why it failed, if it did.")

@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 
 from app.deps import CurrentPrincipal, TransferServiceDep
 from app.errors import error_responses
-from app.transfer.schemas import ImportResult
+from app.transfer.schemas import ImportProgress, ImportResult
 from app.validation import NAMESPACE_PATTERN
 
 router = APIRouter(prefix="/v1", tags=["transfer"])
@@ -52,3 +52,14 @@ async def import_namespace(namespace: NamespacePath, request: Request,
     derived again here (idempotent; re-embeds if the model differs)."""
     principal.require_namespace(namespace)
     return await service.import_(namespace, await request.body())
+
+
+@router.get("/namespaces/{namespace}/import/progress", response_model=ImportProgress,
+            responses=error_responses(401, 403))
+async def import_progress(namespace: NamespacePath, principal: CurrentPrincipal,
+                          service: TransferServiceDep) -> ImportProgress:
+    """Where the running (or latest) import into this namespace is: its phase and, while it
+    embeds, how many memories of how many are done. Poll it beside the import request.
+    Answered by the server process that runs the import (one process, as by default)."""
+    principal.require_namespace(namespace)
+    return service.progress(namespace)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
@@ -179,12 +180,49 @@ class ImportedArchive(_Imported):
 
 
 class ImportResult(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "namespace": "alice-laptop", "source_namespace": "alice", "messages": 120,
+        "memories": 24, "events": 61, "sessions": 5, "archived": 2, "reembedded": 24}]})
+
     namespace: str = Field(description="The namespace the records were imported into.")
-    source_namespace: str
-    messages: int
-    memories: int
-    events: int
-    sessions: int
+    source_namespace: str = Field(description="The namespace the file was exported from.")
+    messages: int = Field(description="Raw-log messages imported.")
+    memories: int = Field(description="Memories imported.")
+    events: int = Field(description="History events imported.")
+    sessions: int = Field(description="Sessions imported.")
     archived: int = Field(description="Original texts of compressed memories.")
     reembedded: int = Field(description="Memories embedded again: no vectors in the file, or "
                             "a different embedding model.")
+
+
+class ImportPhase(StrEnum):
+    idle = "idle"  # no import into this namespace since the server started
+    waiting = "waiting"  # for the namespace's lock (a store or another import holds it)
+    checking = "checking"  # parsing and checking the file; nothing written yet
+    embedding = "embedding"  # embedding memories again (`done` of `total` memories)
+    writing = "writing"  # upserting the checked records
+    building = "building"  # memories of imported pending messages (`done` of `total` sessions)
+    done = "done"
+    failed = "failed"
+
+
+class ImportProgress(BaseModel):
+    """Where the current (or latest) import into a namespace is, as this server process
+    sees it."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "namespace": "alice-laptop", "running": True, "phase": "embedding", "done": 128,
+        "total": 300, "started_at": "2026-11-29T09:20:00Z",
+        "updated_at": "2026-11-29T09:20:41Z"}]})
+
+    namespace: str = Field(description="The namespace being imported into.",
+                           examples=["alice"])
+    running: bool = Field(description="An import into this namespace is under way.")
+    phase: ImportPhase = Field(description="The step it is at; `done` or `failed` once the "
+                               "latest import ended, `idle` when there was none.")
+    done: int = Field(description="Items of the phase finished so far (memories while "
+                      "embedding, sessions while building).", examples=[128])
+    total: int = Field(description="Items the phase has in all (0 when it does not count).",
+                       examples=[300])
+    started_at: datetime | None = Field(description="When the import was received (UTC).")
+    updated_at: datetime | None = Field(description="When this progress last moved (UTC).")

@@ -49,6 +49,8 @@ from app.transfer.schemas import (
     ImportedMemory,
     ImportedMessage,
     ImportedSession,
+    ImportPhase,
+    ImportProgress,
     ImportResult,
 )
 
@@ -58,6 +60,9 @@ _RECORD_TYPES: dict[str, type[BaseModel]] = {
 }
 # An event id's tail after `<memory id>:` (e.g. `created`, `compressed:<hex>`) is kept when
 # it is this plain; any other id gets a tail derived from it.
+# Memories embedded per call while importing: small enough that the progress moves every
+# second or so on a CPU, large enough to keep the model's batches full.
+_EMBED_SLICE = 64
 _EVENT_TAIL = re.compile(r"^[a-z_]{1,32}(:[A-Za-z0-9_-]{1,64}){0,2}$")
 
 
@@ -83,6 +88,26 @@ class TransferService:
         self._pool = pool
         self._builder = builder
         self._locks = locks
+        # namespace -> the running or latest import's progress, for `engram import` to poll
+        # while this request embeds (in this process; one import per namespace at a time).
+        self._progress: dict[str, ImportProgress] = {}
+
+    def progress(self, namespace: str) -> ImportProgress:
+        """The running or latest import into `namespace` (`idle` if none since start)."""
+        found = self._progress.get(namespace)
+        if found is not None:
+            return found.model_copy()
+        return ImportProgress(namespace=namespace, running=False, phase=ImportPhase.idle,
+                              done=0, total=0, started_at=None, updated_at=None)
+
+    def _advance(self, namespace: str, phase: ImportPhase, done: int = 0, total: int = 0
+                 ) -> None:
+        now = datetime.now(UTC)
+        current = self._progress.get(namespace)
+        started = current.started_at if current is not None and current.running else now
+        self._progress[namespace] = ImportProgress(
+            namespace=namespace, running=phase not in (ImportPhase.done, ImportPhase.failed),
+            phase=phase, done=done, total=total, started_at=started, updated_at=now)
 
     async def export(self, namespace: str, *, vectors: bool) -> AsyncIterator[bytes]:
         """The namespace as NDJSON lines, header first."""
@@ -114,7 +139,20 @@ class TransferService:
                 written then; the message names the line).
             PayloadTooLarge: a message is longer than `max_message_chars`.
         """
+        self._progress.pop(namespace, None)
+        self._advance(namespace, ImportPhase.waiting)
+        try:
+            result = await self._import(namespace, body)
+        except BaseException:
+            progress = self._progress[namespace]
+            self._advance(namespace, ImportPhase.failed, progress.done, progress.total)
+            raise
+        self._advance(namespace, ImportPhase.done, result.reembedded, result.reembedded)
+        return result
+
+    async def _import(self, namespace: str, body: bytes) -> ImportResult:
         async with self._locks.hold(namespace):
+            self._advance(namespace, ImportPhase.checking)
             # Ids are derived against the target's own chunks (under its lock, so no build
             # slips in between): a chunk it already holds keeps its id, a new one takes a
             # free one.
@@ -129,10 +167,15 @@ class TransferService:
             memories = plan.memories
             stale = [m for m in memories if m.vector is None or len(m.vector) != self._pool.dim
                      or plan.header.embedding_model != self._pool.name]
-            if stale:
-                vectors = await self._pool.embed_many([m.text for m in stale])
-                for memory, vector in zip(stale, vectors, strict=True):
+            # Slice by slice, so the progress moves while a large file is embedded again.
+            self._advance(namespace, ImportPhase.embedding, 0, len(stale))
+            for start in range(0, len(stale), _EMBED_SLICE):
+                part = stale[start: start + _EMBED_SLICE]
+                vectors = await self._pool.embed_many([m.text for m in part])
+                for memory, vector in zip(part, vectors, strict=True):
                     memory.vector, memory.embedding_model = vector.tolist(), self._pool.name
+                self._advance(namespace, ImportPhase.embedding, start + len(part), len(stale))
+            self._advance(namespace, ImportPhase.writing)
             # The raw-log lock too: a wait=false store holds only that one, and appends the
             # rows it read as absent (Repository.store_messages). What the target's raw log
             # holds of the file's sessions is read under it, so no store slips in between.
@@ -145,8 +188,9 @@ class TransferService:
             await self._repo.append_events(plan.events)
             await self._repo.upsert_sessions(plan.sessions)
             await self._repo.archive_memories(plan.archive)
-            for session_id in sorted({m.session_id for m in plan.messages
-                                      if m.state == "pending"}):
+            pending = sorted({m.session_id for m in plan.messages if m.state == "pending"})
+            for built, session_id in enumerate(pending):
+                self._advance(namespace, ImportPhase.building, built, len(pending))
                 await self._builder.build_session(namespace, session_id)
         return ImportResult(namespace=namespace, source_namespace=plan.header.namespace,
                             messages=len(plan.messages), memories=len(memories),

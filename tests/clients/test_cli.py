@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,23 @@ class TestExportImport:
         assert (copy["memories"], copy["sessions"]) == (source["memories"], source["sessions"])
         assert (copy["memories"], copy["sessions"]) == (header["counts"]["memories"],
                                                         header["counts"]["sessions"])
+
+    def test_import_shows_progress_while_the_server_embeds_again(
+            self, server: ServerProcess, tmp_path: Path) -> None:
+        said = [{"msg_id": str(i), "role": "user" if i % 2 == 0 else "assistant", "content":
+                 f"第{i}条：周{i % 7 + 1}下午三点讨论项目{i}的预算和排期。" if i % 3 else
+                 f"Note {i}: the review of project {i} moved to day {i % 28 + 1} at 3pm."}
+                for i in range(900)]
+        with Client(server.base_url, api_key=ADMIN) as client:
+            client.store("progress", "many", said)
+        engram(server, "export", "progress", "-o", "progress.ndjson", key=ADMIN, cwd=tmp_path)
+        # The export holds no vectors: the server embeds every memory again after the upload.
+        imported = engram(server, "import", "progress-copy", "progress.ndjson", "--json",
+                          key=ADMIN, cwd=tmp_path)
+        result = json.loads(imported.stdout)
+        assert result["reembedded"] == result["memories"] > 100
+        lines = re.findall(r"importing into progress-copy: re-embedding memories (\d+)/(\d+)",
+                           imported.stderr)
+        assert lines, imported.stderr
+        assert all(int(total) == result["reembedded"] and int(done) <= int(total)
+                   for done, total in lines)

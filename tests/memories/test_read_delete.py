@@ -160,3 +160,40 @@ async def test_a_stored_chat_does_not_list_its_role_labels_as_concepts(client: A
                 session_id="s2")
     [about_users] = await all_memories(client, session_id="s2")
     assert "user" in about_users["entities"]["concepts"]
+
+
+class TestMessagesOfAMemory:
+    """A memory's messages as text with their conversation time, not bare ids."""
+
+    async def test_role_text_and_conversation_time_in_both_languages(self, client: Any
+                                                                     ) -> None:
+        said = [
+            {"msg_id": "z0", "role": "user", "content": "下周二上午体检，前一晚十点后不要吃东西。",
+             "timestamp": "2025-03-03T09:00:00Z"},
+            {"msg_id": "e1", "role": "assistant",
+             "content": "Noted: the checkup is next Tuesday morning, fast after 10pm.",
+             "timestamp": "2025-03-03T09:01:00Z"},
+        ]
+        memory_id = (await store(client, said))["memories_created"][0]
+        response = await client.get(f"/v1/memories/{memory_id}/messages")
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["memory_id"] == memory_id and body["missing"] == []
+        assert [(m["msg_id"], m["role"], m["content"]) for m in body["items"]] == [
+            (m["msg_id"], m["role"], m["content"]) for m in said]
+        assert [m["timestamp"][:19] for m in body["items"]] == [
+            "2025-03-03T09:00:00", "2025-03-03T09:01:00"]
+        memory = (await client.get(f"/v1/memories/{memory_id}")).json()
+        assert memory["time_start"][:10] == "2025-03-03", "conversation time, not store time"
+
+    async def test_an_unknown_memory_is_a_404_and_a_rebuilt_one_drops_the_message(
+            self, client: Any) -> None:
+        assert (await client.get("/v1/memories/mem_missing/messages")).status_code == 404
+        await store(client, messages(0, 4))
+        assert (await client.delete(
+            "/v1/namespaces/alice/sessions/s1/messages/m1")).status_code == 200
+        (memory,) = await all_memories(client)
+        body = (await client.get(f"/v1/memories/{memory['id']}/messages")).json()
+        kept = [m for m in messages(0, 4) if m["msg_id"] != "m1"]
+        assert [m["content"] for m in body["items"]] == [m["content"] for m in kept]
+        assert body["count"] == 3 and body["missing"] == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,40 @@ class TestBadFiles:
             assert response.status_code == 400, body[:80]
             assert phrase in response.json()["error"]["message"]
         assert await all_memories(client, "target") == []
+
+
+class TestImportProgress:
+    """`GET .../import/progress` answers while the import request embeds again."""
+
+    async def test_progress_moves_while_the_import_embeds_again(self, open_client: Any
+                                                                ) -> None:
+        said = [{"msg_id": f"m{i}", "role": "user", "content":
+                 f"第{i}条提醒：周{i % 7 + 1}下午三点讨论项目{i}的预算。" if i % 2 else
+                 f"Reminder {i}: the review of project {i} is on day {i} at 3pm."}
+                for i in range(140)]
+        async with open_client(chunk_max_turns=1, chunk_overlap_ratio=0) as client:
+            await store(client, said, session_id="many")
+            body = await export(client)  # without vectors: the import embeds every memory
+            url = "/v1/namespaces/copy/import/progress"
+            idle = (await client.get(url)).json()
+            assert (idle["phase"], idle["running"]) == ("idle", False)
+            running = asyncio.create_task(import_(client, body, "copy"))
+            seen = []
+            while not running.done():
+                seen.append((await client.get(url)).json())
+                await asyncio.sleep(0.01)
+            response = await running
+            assert response.status_code == 200, response.text
+            embedded = response.json()["reembedded"]
+            assert embedded == len(said)
+            embedding = [p for p in seen if p["phase"] == "embedding"]
+            assert embedding and all(p["running"] and p["total"] == embedded
+                                     for p in embedding)
+            assert any(0 < p["done"] < embedded for p in embedding), "it moves slice by slice"
+            done = (await client.get(url)).json()
+            assert (done["phase"], done["running"], done["done"]) == ("done", False, embedded)
+
+            broken = await import_(client, body[: len(body) // 2] + b"{not json\n", "copy")
+            assert broken.status_code == 400
+            failed = (await client.get(url)).json()
+            assert (failed["phase"], failed["running"]) == ("failed", False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,22 @@ def page(browser: BrowserContext) -> Iterator[Page]:
     yield tab
     tab.close()
     assert not errors, f"uncaught errors in the page: {errors}"
+
+
+def chinese_tab(browser: BrowserContext) -> Page:
+    """A tab whose browser prefers Chinese (navigator.languages, Accept-Language), as
+    Playwright's locale option sets them, for one tab of the shared browser."""
+    tab = browser.new_page()
+    cdp = browser.new_cdp_session(tab)
+    agent = tab.evaluate("navigator.userAgent")
+    cdp.send("Emulation.setUserAgentOverride", {"userAgent": agent,
+                                                "acceptLanguage": "zh-CN,zh"})
+    return tab
+
+
+def shown_time(value: str) -> str:
+    """An API time as the page shows it."""
+    return f"{datetime.fromisoformat(value.replace('Z', '+00:00')):%Y-%m-%d %H:%M} UTC"
 
 
 def sign_in(page: Page, inspector: Inspector, key: str = ADMIN_KEY) -> None:
@@ -101,6 +118,17 @@ class TestSignIn:
         expect(page.get_by_test_id("signin")).to_be_visible()
         assert page.evaluate("sessionStorage.getItem('engram.apiKey')") is None
 
+    def test_no_navigation_before_sign_in(self, page: Page, inspector: Inspector) -> None:
+        page.goto(f"{inspector.url}#/memories?ns=alice")
+        expect(page.get_by_test_id("signin")).to_be_visible()
+        expect(page.locator("#nav")).to_be_hidden()
+        expect(page.get_by_role("link", name="Memories")).to_have_count(0)
+        expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+        sign_in(page, inspector)
+        expect(page.locator("#nav")).to_be_visible()
+        page.get_by_role("button", name="Sign out").click()
+        expect(page.locator("#nav")).to_be_hidden()
+
     def test_sign_out_forgets_the_key(self, page: Page, inspector: Inspector) -> None:
         sign_in(page, inspector)
         page.get_by_role("button", name="Sign out").click()
@@ -135,6 +163,29 @@ class TestMemories:
         timeline = page.get_by_test_id("timeline").locator("li")
         expect(timeline).to_have_count(len(events))
         expect(timeline.first).to_have_attribute("data-event", "created")
+
+    @pytest.mark.parametrize("said", ["下周二上午体检", "My dentist appointment is on Thursday"])
+    def test_messages_as_text_with_conversation_time(self, page: Page, inspector: Inspector,
+                                                     said: str) -> None:
+        memory = inspector.memory_holding("alice", said)
+        messages = api(inspector, "GET", f"/v1/memories/{memory['id']}/messages")["items"]
+        assert len(messages) == memory["msg_count"] == 2
+        sign_in(page, inspector)
+        page.goto(f"{inspector.url}#/memory/{memory['id']}")
+        shown = page.get_by_test_id("messages").locator("li")
+        expect(shown).to_have_count(len(messages))
+        expect(shown.get_by_test_id("message-content")).to_have_text(
+            [m["content"] for m in messages])
+        expect(shown.get_by_test_id("message-role")).to_have_text(["User", "Assistant"])
+        expect(shown.get_by_test_id("message-time")).to_have_text(
+            [shown_time(m["timestamp"]) for m in messages])
+        # The seeded conversation happened in November; the server stored it today.
+        said_at = page.get_by_test_id("memory-said")
+        expect(said_at).to_contain_text(shown_time(memory["time_start"]))
+        expect(said_at).not_to_contain_text(shown_time(memory["created_at"]))
+        page.goto(f"{inspector.url}#/memories?ns=alice&limit=500")
+        row = page.get_by_test_id("memories").locator("tbody tr").filter(has_text=said)
+        expect(row.get_by_test_id("memory-said")).to_have_text(shown_time(memory["time_start"]))
 
     def test_filters_and_pages_newest_first(self, page: Page, inspector: Inspector) -> None:
         sign_in(page, inspector)
@@ -189,6 +240,49 @@ class TestMemories:
         page.get_by_test_id("unpin").click()
         expect(page.get_by_test_id("pin")).to_be_visible()
         assert api(inspector, "GET", f"/v1/memories/{memory['id']}")["pinned"] is False
+
+
+class TestLanguage:
+    def test_a_chinese_browser_gets_chinese_labels_and_can_switch(
+            self, browser: BrowserContext, inspector: Inspector) -> None:
+        page = chinese_tab(browser)
+        try:
+            assert page.evaluate("navigator.languages")[0] == "zh-CN"
+            page.goto(inspector.url)
+            expect(page.locator("html")).to_have_attribute("lang", "zh-CN")
+            expect(page.get_by_test_id("signin").locator("h1")).to_have_text("登录")
+            page.get_by_test_id("api-key").fill(ADMIN_KEY)
+            page.get_by_test_id("signin-submit").click()
+            expect(page.get_by_test_id("view-namespaces").locator("h1")).to_have_text("命名空间")
+            expect(page.locator("#nav a")).to_have_text(["命名空间", "记忆", "召回", "压缩"])
+            memory = inspector.memory_holding("alice", "体检")
+            page.goto(f"{inspector.url}#/memory/{memory['id']}")
+            expect(page.get_by_test_id("messages").get_by_test_id("message-role")).to_have_text(
+                ["用户", "助手"])
+            expect(page.get_by_test_id("memory-said")).to_contain_text("对话时间")
+
+            page.get_by_test_id("lang-switch").click()
+            expect(page.locator("html")).to_have_attribute("lang", "en")
+            expect(page.locator("#nav a")).to_have_text(
+                ["Namespaces", "Memories", "Recall", "Compression"])
+            expect(page.get_by_test_id("messages").get_by_test_id("message-role")).to_have_text(
+                ["User", "Assistant"])
+            # The choice outlives the tab: a new Chinese tab opens in English.
+            again = chinese_tab(browser)
+            again.goto(inspector.url)
+            expect(again.get_by_test_id("signin").locator("h1")).to_have_text("Sign in")
+            again.get_by_test_id("lang-switch").click()
+            expect(again.get_by_test_id("signin").locator("h1")).to_have_text("登录")
+            again.close()
+        finally:
+            page.evaluate("localStorage.clear()")
+            page.close()
+
+    def test_an_english_browser_gets_english(self, page: Page, inspector: Inspector) -> None:
+        page.goto(inspector.url)
+        expect(page.locator("html")).to_have_attribute("lang", "en")
+        expect(page.get_by_test_id("signin").locator("h1")).to_have_text("Sign in")
+        expect(page.get_by_test_id("lang-switch")).to_have_text("中文")
 
 
 class TestRecall:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+
+from app.ui import STATIC_DIR
 
 
 class TestServedFiles:
@@ -20,7 +23,8 @@ class TestServedFiles:
         policy = page.headers["content-security-policy"]
         assert "script-src 'self'" in policy and "unsafe-inline" not in policy
         assert page.headers["x-content-type-options"] == "nosniff"
-        for module in ("js/app.js", "js/api.js", "js/dom.js", "app.css"):
+        for module in ("js/app.js", "js/api.js", "js/dom.js", "js/i18n.js", "app.css",
+                       "strings.json"):
             response = await client.get(f"/ui/{module}")
             assert response.status_code == 200, module
             assert response.headers["content-security-policy"] == policy
@@ -43,3 +47,25 @@ class TestServedFiles:
         assert called, "no API path found in app.js"
         unknown = [p for p in called if not any(x.match(p) for x in patterns)]
         assert not unknown, unknown
+
+
+class TestStrings:
+    """The page's words are data: every string the scripts pass to t() has its Chinese."""
+
+    async def test_every_ui_string_has_its_chinese_and_none_is_stale(self, client: Any
+                                                                      ) -> None:
+        response = await client.get("/ui/strings.json")
+        assert response.status_code == 200
+        zh = response.json()["zh"]
+        source = "".join(p.read_text("utf-8") for p in (STATIC_DIR / "js").glob("*.js"))
+        used = set(re.findall(r'\bt\("([^"]*)"', source))
+        used |= set(re.findall(r'data-i18n="([^"]*)"',
+                               (STATIC_DIR / "index.html").read_text("utf-8")))
+        roles = re.search(r"const ROLES = (\{[^}]*\})", source)
+        assert roles, "ROLES not found in app.js"
+        used |= set(re.findall(r'"([^"]*)"', roles.group(1)))
+        assert len(used) > 80, "t() strings not found"
+        assert sorted(used - set(zh)) == [], "strings without a Chinese translation"
+        assert sorted(set(zh) - used) == [], "translations no script uses"
+        assert all(re.search(r"[\u4e00-\u9fff]", text) for text in zh.values())
+        assert json.loads((STATIC_DIR / "strings.json").read_text("utf-8"))["zh"] == zh

@@ -2,6 +2,7 @@
 
 import { ApiError, get, patch, post, session } from "./api.js";
 import { bar, clear, field, h, num, table, when } from "./dom.js";
+import { applyStaticText, setLanguage, t } from "./i18n.js";
 
 const CATEGORIES = ["decision", "preference", "learning", "task", "progress", "question",
   "note", "general"];
@@ -12,6 +13,9 @@ const NS_KEY = "engram.namespace";
 const ICONS = { created: "🆕", accessed: "👁️", evolved: "📝", edited: "✏️", promoted: "⬆️",
   merged: "🔀", compressed: "🗜️", forgotten: "🗑️", restored: "♻️", superseded: "⤴️",
   pinned: "📌", unpinned: "📍" };
+
+// Role names as shown (t() keys); the API's values stay in the data attributes.
+const ROLES = { user: "User", assistant: "Assistant", system: "System", tool: "Tool" };
 
 const main = document.getElementById("main");
 
@@ -64,7 +68,7 @@ async function render() {
     }
   }
   const show = VIEWS[view] || namespaces;
-  clear(main).append(h("p", { class: "loading" }, "Loading…"));
+  clear(main).append(h("p", { class: "loading" }, t("Loading…")));
   try {
     const content = await show(params, arg);
     if (generation === rendering) clear(main).append(content);
@@ -72,7 +76,7 @@ async function render() {
     if (generation !== rendering) return;
     if (err instanceof ApiError && err.status === 401) {
       session.key = null;
-      toast("The API key was not accepted: sign in again.");
+      toast(t("The API key was not accepted: sign in again."));
       return render();
     }
     clear(main).append(problem(err));
@@ -110,14 +114,15 @@ function action(button, run) {
 
 function signIn() {
   const key = h("input", { type: "password", name: "key", autocomplete: "off",
-    testid: "api-key", placeholder: "API key" });
+    testid: "api-key", placeholder: t("API key") });
   const out = h("div");
   const form = h("form", { class: "card narrow", testid: "signin" },
-    h("h1", {}, "Sign in"),
-    h("p", {}, "Use an Engram API key. It is kept in this browser tab only (sessionStorage) " +
-      "and sent with each API call. A key limited to some namespaces sees only those."),
-    field("API key", key, "Leave empty for a local server without keys."),
-    h("button", { type: "submit", testid: "signin-submit" }, "Sign in"), out);
+    h("h1", {}, t("Sign in")),
+    h("p", {}, t("Use an Engram API key."), " ",
+      t("It is kept in this browser tab only (sessionStorage) and sent with each API call."),
+      " ", t("A key limited to some namespaces sees only those.")),
+    field(t("API key"), key, t("Leave empty for a local server without keys.")),
+    h("button", { type: "submit", testid: "signin-submit" }, t("Sign in")), out);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     session.key = key.value.trim();
@@ -149,23 +154,23 @@ async function namespaces() {
   const pick = (ns) => h("a", { href: `#/memories?ns=${encodeURIComponent(ns.namespace)}`,
     testid: "namespace-link" }, ns.namespace);
   return h("section", { testid: "view-namespaces" },
-    h("h1", {}, "Namespaces"),
-    h("p", { class: "muted" }, `${rows.length} namespace(s) this key may read.`),
+    h("h1", {}, t("Namespaces")),
+    h("p", { class: "muted" }, t("{n} namespace(s) this key may read.", { n: rows.length })),
     table([
-      { label: "Namespace", cell: pick },
-      { label: "Memories", cell: (ns) => ns.memories },
-      { label: "Sessions", cell: (ns) => ns.sessions },
-      { label: "Pinned", cell: (ns) => ns.pinned },
-      { label: "Last stored", cell: (ns) => when(ns.last_stored_at) },
+      { label: t("Namespace"), cell: pick },
+      { label: t("Memories"), cell: (ns) => ns.memories },
+      { label: t("Sessions"), cell: (ns) => ns.sessions },
+      { label: t("Pinned"), cell: (ns) => ns.pinned },
+      { label: t("Last stored"), cell: (ns) => when(ns.last_stored_at) },
       { label: "", cell: (ns) => h("span", { class: "actions" },
         h("a", { href: `#/recall?ns=${encodeURIComponent(ns.namespace)}` }, "recall"),
         h("a", { href: `#/compression?ns=${encodeURIComponent(ns.namespace)}` }, "compression")) },
-    ], rows, { testid: "namespaces", empty: "No namespaces yet: store a session first." }));
+    ], rows, { testid: "namespaces", empty: t("No namespaces yet: store a session first.") }));
 }
 
 function needNamespace(title) {
   return h("section", {}, h("h1", {}, title),
-    h("p", {}, "Choose a namespace first: ", h("a", { href: "#/" }, "namespaces"), "."));
+    h("p", {}, t("Choose a namespace first:"), " ", h("a", { href: "#/" }, t("Namespaces"))));
 }
 
 // --- memories ----------------------------------------------------------------------------
@@ -175,7 +180,7 @@ const FILTERS = ["q", "session_id", "category", "tier", "branch", "tag", "state"
 
 async function memories(params) {
   const ns = namespace(params);
-  if (!ns) return needNamespace("Memories");
+  if (!ns) return needNamespace(t("Memories"));
   const page = Math.max(0, Number(params.get("page") || 0));
   const size = Math.min(500, Math.max(1, Number(params.get("limit") || PAGE)));
   const query = { namespace: ns, offset: page * size, limit: size };
@@ -191,16 +196,16 @@ async function memories(params) {
     return el;
   };
   const form = h("form", { class: "filters", testid: "memory-filters" },
-    field("Search", input("q", { type: "search", placeholder: "text, 中文 or English" })),
-    field("Session", input("session_id")),
-    field("Category", select("category", CATEGORIES)),
-    field("Tier", select("tier", TIERS)),
-    field("Branch", input("branch")),
-    field("Tag", input("tag")),
-    field("State", select("state", STATES.filter((s) => s !== "active"), "active")),
-    field("Min importance", input("min_importance", { type: "number", min: 1, max: 10 })),
-    field("Pinned", select("pinned", ["true", "false"])),
-    h("button", { type: "submit", testid: "filter-submit" }, "Apply"));
+    field(t("Search"), input("q", { type: "search", placeholder: t("text, 中文 or English") })),
+    field(t("Session"), input("session_id")),
+    field(t("Category"), select("category", CATEGORIES)),
+    field(t("Tier"), select("tier", TIERS)),
+    field(t("Branch"), input("branch")),
+    field(t("Tag"), input("tag")),
+    field(t("State"), select("state", STATES.filter((s) => s !== "active"), "active")),
+    field(t("Min importance"), input("min_importance", { type: "number", min: 1, max: 10 })),
+    field(t("Pinned"), select("pinned", ["true", "false"])),
+    h("button", { type: "submit", testid: "filter-submit" }, t("Apply")));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const values = { ns };
@@ -213,27 +218,29 @@ async function memories(params) {
   const pager = h("div", { class: "pager" },
     h("button", { type: "button", disabled: page === 0, testid: "page-prev",
       onclick: () => go("memories", { ...Object.fromEntries(params), ns, page: page - 1 }) },
-    "← Newer"),
+    t("← Newer")),
     h("span", { testid: "page-info" }, `${from}–${to} of ${data.count}`),
     h("button", { type: "button", disabled: to >= data.count, testid: "page-next",
       onclick: () => go("memories", { ...Object.fromEntries(params), ns, page: page + 1 }) },
-    "Older →"));
+    t("Older →")));
   const searching = Boolean(params.get("q"));
   return h("section", { testid: "view-memories" },
-    h("h1", {}, "Memories ", h("small", { class: "muted" }, ns)),
+    h("h1", {}, t("Memories"), " ", h("small", { class: "muted" }, ns)),
     form,
-    h("p", { class: "muted" }, searching ? "Best match first." : "Newest first."),
+    h("p", { class: "muted" }, searching ? t("Best match first.") : t("Newest first.")),
     table([
-      { label: "Text", cell: (m) => h("a", { href: `#/memory/${encodeURIComponent(m.id)}`,
+      { label: t("Text"), cell: (m) => h("a", { href: `#/memory/${encodeURIComponent(m.id)}`,
         class: "memory-text", testid: "memory-link", lang: m.language === "zh" ? "zh" : null },
       snippet(m.text)) },
-      { label: "Category", cell: (m) => m.category },
-      { label: "Tier", cell: (m) => m.tier },
-      { label: "Imp.", cell: (m) => m.importance },
-      { label: "State", cell: (m) => badges(m) },
-      ...(searching ? [{ label: "Score", cell: (m) => num(m.score) }] : []),
-      { label: "Created", cell: (m) => when(m.created_at) },
-    ], data.items, { testid: "memories", empty: "No memory matches." }),
+      { label: t("Category"), cell: (m) => m.category },
+      { label: t("Tier"), cell: (m) => m.tier },
+      { label: t("Imp."), cell: (m) => m.importance },
+      { label: t("State"), cell: (m) => badges(m) },
+      ...(searching ? [{ label: t("Score"), cell: (m) => num(m.score) }] : []),
+      // When it was said (the conversation's time), not when the server stored it.
+      { label: t("Said"), cell: (m) => h("span", { testid: "memory-said" },
+        when(m.time_start || m.created_at)) },
+    ], data.items, { testid: "memories", empty: t("No memory matches.") }),
     pager);
 }
 
@@ -251,37 +258,36 @@ function badges(m) {
 // --- one memory --------------------------------------------------------------------------
 
 async function memory(params, id) {
-  const [m, evolution] = await Promise.all([
+  const [m, evolution, said] = await Promise.all([
     get(`/v1/memories/${encodeURIComponent(id)}`),
     get(`/v1/memories/${encodeURIComponent(id)}/evolution`),
+    get(`/v1/memories/${encodeURIComponent(id)}/messages`),
   ]);
   sessionStorage.setItem(NS_KEY, m.namespace);
   const reload = () => go("memory", {}, id);
-  const lines = m.msg_ids.length > 1 && m.text.split("\n").length === m.msg_ids.length
-    ? m.text.split("\n") : null;
 
   const buttons = h("div", { class: "buttons" });
   const pin = h("button", { type: "button", testid: m.pinned ? "unpin" : "pin" },
-    m.pinned ? "Unpin" : "📌 Pin");
+    m.pinned ? t("Unpin") : t("📌 Pin"));
   pin.addEventListener("click", action(pin, async () => {
     await patch(`/v1/memories/${encodeURIComponent(id)}`, { pinned: !m.pinned });
-    toast(m.pinned ? "Unpinned." : "Pinned.");
+    toast(m.pinned ? t("Unpinned.") : t("Pinned."));
     reload();
   }));
   buttons.append(pin);
   if (m.state === "active") {
-    const forget = h("button", { type: "button", class: "danger", testid: "forget" }, "Forget");
+    const forget = h("button", { type: "button", class: "danger", testid: "forget" }, t("Forget"));
     forget.addEventListener("click", action(forget, async () => {
       await post(`/v1/memories/${encodeURIComponent(id)}/forget`);
-      toast("Forgotten: it leaves recall until restored.");
+      toast(t("Forgotten: it leaves recall until restored."));
       reload();
     }));
     buttons.append(forget);
   } else {
-    const restore = h("button", { type: "button", testid: "restore" }, "Restore");
+    const restore = h("button", { type: "button", testid: "restore" }, t("Restore"));
     restore.addEventListener("click", action(restore, async () => {
       await post(`/v1/memories/${encodeURIComponent(id)}/restore`);
-      toast("Restored.");
+      toast(t("Restored."));
       reload();
     }));
     buttons.append(restore);
@@ -290,21 +296,23 @@ async function memory(params, id) {
   return h("section", { testid: "view-memory" },
     h("p", {}, h("a", { href: `#/memories?ns=${encodeURIComponent(m.namespace)}` },
       `← ${m.namespace}`)),
-    h("h1", {}, "Memory ", h("small", { class: "muted mono" }, m.id)),
+    h("h1", {}, t("Memory"), " ", h("small", { class: "muted mono" }, m.id)),
     h("div", { class: "two" },
       h("div", { class: "card" },
-        h("h2", {}, "Text"),
+        h("h2", {}, t("Text")),
         h("pre", { class: "text", testid: "memory-text", lang: m.language === "zh" ? "zh" : null },
           m.text),
-        h("h2", {}, `Messages (${m.msg_count})`),
-        h("ol", { class: "messages", testid: "messages" },
-          m.msg_ids.map((msg, i) => h("li", {}, h("span", { class: "mono" }, msg),
-            lines ? ` ${lines[i]}` : ""))),
-        h("p", { class: "muted" }, `Session ${m.session_id} · branch ${m.branch} · ` +
-          `${when(m.time_start)} – ${when(m.time_end)}`),
+        // Conversation time first: when it was said, not when the server stored it.
+        h("p", { class: "said", testid: "memory-said" }, `${t("Said")}: `,
+          h("time", {}, when(m.time_start)), " – ", h("time", {}, when(m.time_end))),
+        h("h2", {}, t("Messages"), ` (${m.msg_count})`),
+        messageList(said),
+        h("p", { class: "muted", testid: "memory-meta" },
+          `${t("Session")} ${m.session_id} · ${t("Branch")} ${m.branch} · ` +
+          `${t("Stored")} ${when(m.created_at)}`),
         buttons),
       h("div", { class: "card" },
-        h("h2", {}, "Scores"),
+        h("h2", {}, t("Scores")),
         scored(m) ? null : h("p", { class: "muted", testid: "not-scored" }, "Not scored " +
           "yet: the next compression pass scores each new or edited memory."),
         h("div", { testid: "weights" },
@@ -312,25 +320,37 @@ async function memory(params, id) {
           bar(m.weight.task, "task"), bar(m.weight.emotion, "emotion"),
           bar(m.weight.total, "total")),
         h("dl", { class: "facts" },
-          h("dt", {}, "Category"), h("dd", { testid: "category" },
+          h("dt", {}, t("Category")), h("dd", { testid: "category" },
             `${m.category} (${num(m.category_confidence, 2)})`),
-          h("dt", {}, "Importance"), h("dd", {}, m.importance),
-          h("dt", {}, "Tier"), h("dd", {}, m.tier),
-          h("dt", {}, "State"), h("dd", {}, badges(m)),
-          h("dt", {}, "Hits / accesses"), h("dd", {}, `${m.hit_count} / ${m.access_count}`),
-          h("dt", {}, "Tags"), h("dd", {}, m.tags.join(", ") || "—"),
-          h("dt", {}, "Entities"), h("dd", { testid: "entities" }, entities(m.entities)),
-          m.summary_of.length ? [h("dt", {}, "Summary of"), h("dd", {}, m.summary_of.map(
+          h("dt", {}, t("Importance")), h("dd", {}, m.importance),
+          h("dt", {}, t("Tier")), h("dd", {}, m.tier),
+          h("dt", {}, t("State")), h("dd", {}, badges(m)),
+          h("dt", {}, t("Hits / accesses")), h("dd", {}, `${m.hit_count} / ${m.access_count}`),
+          h("dt", {}, t("Tags")), h("dd", {}, m.tags.join(", ") || "—"),
+          h("dt", {}, t("Entities")), h("dd", { testid: "entities" }, entities(m.entities)),
+          m.summary_of.length ? [h("dt", {}, t("Summary of")), h("dd", {}, m.summary_of.map(
             (s) => h("a", { href: `#/memory/${encodeURIComponent(s)}`, class: "mono" }, s + " ")))]
             : null))),
     h("div", { class: "card" },
-      h("h2", {}, "Evolution"),
+      h("h2", {}, t("Evolution")),
       h("ol", { class: "timeline", testid: "timeline" }, evolution.events.map((e) =>
         h("li", { "data-event": e.event },
           h("span", { class: "icon" }, ICONS[e.event] || "•"),
           h("strong", {}, e.event), " ", h("time", {}, when(e.timestamp)),
           e.note ? h("div", { class: "note" }, e.note) : null)))),
     editForm(m, reload));
+}
+
+// Who said what and when, as the raw log holds it; ids the log no longer holds are named.
+function messageList(said) {
+  const rows = said.items.map((msg) => h("li", { "data-msg-id": msg.msg_id },
+    h("span", { class: `role role-${msg.role}`, testid: "message-role" }, t(ROLES[msg.role] ||
+      msg.role)), " ",
+    h("time", { class: "muted", testid: "message-time" }, when(msg.timestamp)),
+    h("div", { class: "message-content", testid: "message-content" }, msg.content)));
+  const gone = said.missing.map((msgId) => h("li", { class: "muted", "data-msg-id": msgId },
+    h("span", { class: "mono" }, msgId), " ", t("(deleted from the log)")));
+  return h("ol", { class: "messages", testid: "messages" }, rows, gone);
 }
 
 function scored(m) {
@@ -352,11 +372,11 @@ function editForm(m, reload) {
   category.value = m.category;
   const importance = h("input", { name: "importance", type: "number", min: 1, max: 10,
     value: m.importance, testid: "edit-importance" });
-  const save = h("button", { type: "submit", testid: "edit-save" }, "Save");
-  const form = h("form", { class: "card", testid: "edit" }, h("h2", {}, "Edit"),
-    field("Text", text, "A new text is re-embedded and re-analysed."),
-    h("div", { class: "row" }, field("Tags", tags, "comma-separated"),
-      field("Category", category), field("Importance", importance)), save);
+  const save = h("button", { type: "submit", testid: "edit-save" }, t("Save"));
+  const form = h("form", { class: "card", testid: "edit" }, h("h2", {}, t("Edit")),
+    field(t("Text"), text, t("A new text is re-embedded and re-analysed.")),
+    h("div", { class: "row" }, field(t("Tags"), tags, t("comma-separated")),
+      field(t("Category"), category), field(t("Importance"), importance)), save);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const changes = {};
@@ -365,10 +385,10 @@ function editForm(m, reload) {
     if (newTags.join(",") !== m.tags.join(",")) changes.tags = newTags;
     if (category.value !== m.category) changes.category = category.value;
     if (Number(importance.value) !== m.importance) changes.importance = Number(importance.value);
-    if (!Object.keys(changes).length) return toast("Nothing changed.");
+    if (!Object.keys(changes).length) return toast(t("Nothing changed."));
     action(save, async () => {
       await patch(`/v1/memories/${encodeURIComponent(m.id)}`, changes);
-      toast("Saved.");
+      toast(t("Saved."));
       reload();
     })();
   });
@@ -379,9 +399,9 @@ function editForm(m, reload) {
 
 async function recall(params) {
   const ns = namespace(params);
-  if (!ns) return needNamespace("Recall");
+  if (!ns) return needNamespace(t("Recall"));
   const query = h("textarea", { name: "query", rows: 2, testid: "recall-query",
-    placeholder: "What the user just said, or a question (中文 or English)" });
+    placeholder: t("What the user just said, or a question (中文 or English)") });
   const topK = h("input", { name: "top_k", type: "number", min: 1, max: 100, value: 10,
     testid: "recall-top-k" });
   const maxTokens = h("input", { name: "max_tokens", type: "number", min: 1, max: 32000,
@@ -392,10 +412,10 @@ async function recall(params) {
     ["auto", "zh", "en"].map((l) => h("option", { value: l }, l)));
   const out = h("div", { testid: "recall-result" });
   const form = h("form", { class: "card", testid: "recall-form" },
-    field("Query", query),
+    field(t("Query"), query),
     h("div", { class: "row" }, field("top_k", topK), field("max_tokens", maxTokens),
-      field("min_score", minScore), field("Block language", language)),
-    h("button", { type: "submit", testid: "recall-submit" }, "Recall"));
+      field("min_score", minScore), field(t("Block language"), language)),
+    h("button", { type: "submit", testid: "recall-submit" }, t("Recall")));
   const request = () => {
     const body = { namespace: ns, query: query.value, top_k: Number(topK.value) || 10,
       language: language.value };
@@ -405,7 +425,7 @@ async function recall(params) {
   };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    clear(out).append(h("p", { class: "loading" }, "Recalling…"));
+    clear(out).append(h("p", { class: "loading" }, t("Recalling…")));
     try {
       const body = request();
       const result = await post("/v1/recall", body);
@@ -415,7 +435,7 @@ async function recall(params) {
     }
   });
   return h("section", { testid: "view-recall" },
-    h("h1", {}, "Recall playground ", h("small", { class: "muted" }, ns)),
+    h("h1", {}, t("Recall playground"), " ", h("small", { class: "muted" }, ns)),
     h("p", { class: "muted" }, "Runs POST /v1/recall exactly as an assistant would " +
       "(it counts as a hit for the memories it returns)."), form, out);
 }
@@ -449,8 +469,8 @@ async function recallResult(result, request) {
   });
   const idInput = h("input", { name: "memory_id", placeholder: "memory id",
     testid: "why-not-id" });
-  const askButton = h("button", { type: "submit", testid: "why-not-submit" }, "Why not?");
-  const askForm = h("form", { class: "row" }, field("Any memory id", idInput), askButton);
+  const askButton = h("button", { type: "submit", testid: "why-not-submit" }, t("Why not?"));
+  const askForm = h("form", { class: "row" }, field(t("Any memory id"), idInput), askButton);
   askForm.addEventListener("submit", (event) => {
     event.preventDefault();
     if (idInput.value.trim()) ask(idInput.value.trim(), askButton);
@@ -458,7 +478,7 @@ async function recallResult(result, request) {
 
   return h("div", {},
     h("div", { class: "card" },
-      h("h2", {}, "Injection block"),
+      h("h2", {}, t("Injection block")),
       h("p", { class: "muted", testid: "recall-stats" },
         `${result.count} memories · ${result.tokens}/${result.max_tokens} tokens · block ` +
         `${result.block_tokens} tokens · threshold ${num(result.min_score)} · ` +
@@ -467,30 +487,30 @@ async function recallResult(result, request) {
         : h("p", { class: "empty", testid: "recall-block-empty" }, "Nothing recalled: the " +
           "block is empty.")),
     h("div", { class: "card" },
-      h("h2", {}, "Recalled memories and their score parts"),
+      h("h2", {}, t("Recalled memories and their score parts")),
       table([
-        { label: "Memory", cell: (m) => h("a", { href: `#/memory/${encodeURIComponent(m.id)}`,
+        { label: t("Memory"), cell: (m) => h("a", { href: `#/memory/${encodeURIComponent(m.id)}`,
           testid: "recalled-link" }, snippet(m.text, 100)) },
-        { label: "Score", cell: (m) => h("span", { testid: "explain-score" }, num(m.score)) },
+        { label: t("Score"), cell: (m) => h("span", { testid: "explain-score" }, num(m.score)) },
         ...parts.map((p) => ({ label: p, cell: (m) => h("span", { testid: `explain-${p}` },
           num(m.explain[p])) })),
-        { label: "Layer", cell: (m) => m.layer },
-        { label: "Tokens", cell: (m) => m.tokens },
-      ], result.memories, { testid: "recalled", empty: "No memory passed." })),
+        { label: t("Layer"), cell: (m) => m.layer },
+        { label: t("Tokens"), cell: (m) => m.tokens },
+      ], result.memories, { testid: "recalled", empty: t("No memory passed.") })),
     h("div", { class: "card" },
-      h("h2", {}, "Why not this memory?"),
+      h("h2", {}, t("Why not this memory?")),
       askForm,
       table([
-        { label: "Not recalled", cell: (m) => h("a", { href: `#/memory/${encodeURIComponent(m.id)}` },
+        { label: t("Not recalled"), cell: (m) => h("a", { href: `#/memory/${encodeURIComponent(m.id)}` },
           snippet(m.text, 100)) },
-        { label: "State", cell: (m) => m.state },
+        { label: t("State"), cell: (m) => m.state },
         { label: "", cell: (m) => {
           const b = h("button", { type: "button", class: "small", testid: "why-not-button",
-            "data-memory-id": m.id }, "Why not?");
+            "data-memory-id": m.id }, t("Why not?"));
           b.addEventListener("click", () => ask(m.id, b));
           return b;
         } },
-      ], others, { testid: "not-recalled", empty: "Every listed memory was recalled." }),
+      ], others, { testid: "not-recalled", empty: t("Every listed memory was recalled.") }),
       whyOut));
 }
 
@@ -510,40 +530,40 @@ function whyNot(item) {
 
 async function compression(params) {
   const ns = namespace(params);
-  if (!ns) return needNamespace("Compression");
+  if (!ns) return needNamespace(t("Compression"));
   const [status, policy] = await Promise.all([
     get("/v1/compression/status"),
     get(`/v1/compression/policies/${encodeURIComponent(ns)}`),
   ]);
   const last = status.namespaces[ns] || null;
   const dryOut = h("div", { testid: "dry-run-result" });
-  const dry = h("button", { type: "button", testid: "dry-run" }, "Dry run now");
+  const dry = h("button", { type: "button", testid: "dry-run" }, t("Dry run now"));
   dry.addEventListener("click", action(dry, async () => {
     const result = await post("/v1/compression/run", { namespace: ns, dry_run: true,
       force: true });
     const mine = result.namespaces.find((r) => r.namespace === ns);
-    clear(dryOut).append(mine ? passSummary(mine, "Dry run (nothing changed)")
-      : h("p", {}, "No result."));
+    clear(dryOut).append(mine ? passSummary(mine, t("Dry run (nothing changed)"))
+      : h("p", {}, t("No result.")));
   }));
   return h("section", { testid: "view-compression" },
-    h("h1", {}, "Compression ", h("small", { class: "muted" }, ns)),
+    h("h1", {}, t("Compression"), " ", h("small", { class: "muted" }, ns)),
     h("div", { class: "two" },
       h("div", { class: "card" },
-        h("h2", {}, "Scheduler"),
+        h("h2", {}, t("Scheduler")),
         h("dl", { class: "facts" },
-          h("dt", {}, "Enabled"), h("dd", {}, String(status.enabled)),
-          h("dt", {}, "Passes since start"), h("dd", {}, status.passes),
-          h("dt", {}, "Running"), h("dd", {}, String(status.running)),
-          h("dt", {}, "Next run"), h("dd", {}, when(status.next_run_at)))),
+          h("dt", {}, t("Enabled")), h("dd", {}, String(status.enabled)),
+          h("dt", {}, t("Passes since start")), h("dd", {}, status.passes),
+          h("dt", {}, t("Running")), h("dd", {}, String(status.running)),
+          h("dt", {}, t("Next run")), h("dd", {}, when(status.next_run_at)))),
       h("div", { class: "card" },
-        h("h2", {}, "Policy"),
+        h("h2", {}, t("Policy")),
         h("dl", { class: "facts", testid: "policy" },
-          h("dt", {}, "Preset"), h("dd", {}, policy.config.preset +
+          h("dt", {}, t("Preset")), h("dd", {}, policy.config.preset +
             (policy.chosen ? "" : " (from settings)")),
-          h("dt", {}, "Shadow"), h("dd", {}, policy.config.shadow
+          h("dt", {}, t("Shadow")), h("dd", {}, policy.config.shadow
             ? policy.config.shadow.preset : "none"),
-          h("dt", {}, "Threshold"), h("dd", {}, num(policy.live.base_threshold, 2)),
-          h("dt", {}, "Hit rate"), h("dd", {}, num(policy.feedback.hit_rate))))),
+          h("dt", {}, t("Threshold")), h("dd", {}, num(policy.live.base_threshold, 2)),
+          h("dt", {}, t("Hit rate")), h("dd", {}, num(policy.feedback.hit_rate))))),
     h("div", { class: "card", testid: "last-pass" },
       last ? passSummary(last, `Latest pass · ${when(last.started_at)}`)
         : h("p", { class: "empty" }, "No pass has run for this namespace since the server " +
@@ -567,11 +587,11 @@ function passSummary(r, title) {
         `${r.shadow.would_compress} now · ` + Object.entries(r.shadow.by_pair)
         .map(([k, v]) => `${k}: ${v}`).join(", ")),
       table([
-        { label: "Memory", cell: (d) => h("a", { href: `#/memory/${encodeURIComponent(d.memory_id)}`,
+        { label: t("Memory"), cell: (d) => h("a", { href: `#/memory/${encodeURIComponent(d.memory_id)}`,
           class: "mono" }, d.memory_id) },
-        { label: "Live", cell: (d) => `${d.live} (${num(d.live_score, 2)})` },
-        { label: "Shadow", cell: (d) => `${d.shadow} (${num(d.shadow_score, 2)})` },
-      ], r.shadow.examples, { empty: "No differing decision." }))
+        { label: t("Live"), cell: (d) => `${d.live} (${num(d.live_score, 2)})` },
+        { label: t("Shadow"), cell: (d) => `${d.shadow} (${num(d.shadow_score, 2)})` },
+      ], r.shadow.examples, { empty: t("No differing decision.") }))
       : h("p", { class: "muted", testid: "no-shadow" }, "No shadow policy: choose one with " +
         "PUT /v1/compression/policies/{namespace}."));
 }
@@ -594,29 +614,35 @@ async function compressedMemories(ns) {
   }
   const restoreCell = (row) => {
     const b = h("button", { type: "button", class: "small", testid: "restore-compressed",
-      "data-memory-id": row.id }, "Restore");
+      "data-memory-id": row.id }, t("Restore"));
     b.addEventListener("click", action(b, async () => {
       await post(`/v1/memories/${encodeURIComponent(row.id)}/restore`);
-      toast("Restored whole from the archive.");
+      toast(t("Restored whole from the archive."));
       go("compression", { ns });
     }));
     return b;
   };
   return h("div", { class: "card" },
     h("h2", {}, `Compressed memories (${rows.length})`),
-    originals ? null : h("p", { class: "muted" }, "Originals are shown to admin keys only."),
+    originals ? null : h("p", { class: "muted" }, t("Originals are shown to admin keys only.")),
     table([
-      { label: "Memory", cell: (r) => h("a", { href: `#/memory/${encodeURIComponent(r.id)}`,
+      { label: t("Memory"), cell: (r) => h("a", { href: `#/memory/${encodeURIComponent(r.id)}`,
         class: "mono" }, r.id) },
-      ...(originals ? [{ label: "Original", cell: (r) => h("pre", { class: "text" },
+      ...(originals ? [{ label: t("Original"), cell: (r) => h("pre", { class: "text" },
         r.original || "—") }] : []),
-      { label: "Compressed", cell: (r) => h("pre", { class: "text" }, r.compressed || "—") },
-      { label: "Summary", cell: (r) => r.summarized_by ? h("a", {
+      { label: t("Compressed"), cell: (r) => h("pre", { class: "text" }, r.compressed || "—") },
+      { label: t("Summary"), cell: (r) => r.summarized_by ? h("a", {
         href: `#/memory/${encodeURIComponent(r.summarized_by)}`, class: "mono" },
       r.summarized_by) : "—" },
       { label: "", cell: restoreCell },
-    ], rows, { testid: "compressed", empty: "Nothing compressed in this namespace." }));
+    ], rows, { testid: "compressed", empty: t("Nothing compressed in this namespace.") }));
 }
 
+document.getElementById("lang").addEventListener("click", (event) => {
+  setLanguage(event.currentTarget.dataset.lang);
+  render();
+});
+
 window.addEventListener("hashchange", render);
+applyStaticText();
 render();

@@ -21,6 +21,7 @@ from engram_client.types import (
     Deleted,
     Evolution,
     ForgetResult,
+    ImportProgress,
     Job,
     JSONObject,
     Language,
@@ -246,6 +247,13 @@ def delete_message(namespace: str, session_id: str, msg_id: str) -> Call[Deleted
     """Delete one message; the memories that held it are rebuilt without it."""
     return Call("DELETE", f"/v1/namespaces/{segment(namespace)}/sessions/"
                 f"{segment(session_id)}/messages/{segment(msg_id)}", json_of(Deleted))
+
+
+def import_progress(namespace: str) -> Call[ImportProgress]:
+    """Where the running (or latest) import into `namespace` is: its phase, and while it
+    embeds again, memories done of total (poll it beside `import_namespace`)."""
+    return Call("GET", f"/v1/namespaces/{segment(namespace)}/import/progress",
+                json_of(ImportProgress))
 
 
 # --- compression, debug, operations ------------------------------------------------------

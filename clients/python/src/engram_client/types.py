@@ -245,6 +245,19 @@ class ImportResult(TypedDict):
     reembedded: int
 
 
+class ImportProgress(TypedDict):
+    """The running (or latest) import into a namespace; see `Client.import_progress`."""
+
+    namespace: str
+    running: bool
+    phase: Literal["idle", "waiting", "checking", "embedding", "writing", "building", "done",
+                   "failed"]
+    done: int
+    total: int
+    started_at: str | None
+    updated_at: str | None
+
+
 class ExportHeader(TypedDict):
     format: str
     version: int
