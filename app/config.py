@@ -41,7 +41,7 @@ MOVED_TO_PROFILE = {
     "ENGRAM_RECALL_KEYWORD_WEIGHT": "keyword_weight",
     "ENGRAM_RECALL_KEYWORD_WEIGHT_ZH": "keyword_weight_zh",
 }
-# Settings that became constants of the pipeline (docs/benchmarks.md §13 says why): setting
+# Settings that became constants of the pipeline (app/recall/tuning.py says why): setting
 # one has no effect, which start-up says.
 RETIRED_SETTINGS = frozenset({
     "ENGRAM_RECALL_BRIDGE", "ENGRAM_RECALL_BRIDGE_DROP_ABSENT", "ENGRAM_RECALL_BRIDGE_MAX_SHARE",
@@ -94,7 +94,7 @@ class Settings(BaseSettings):
     embedding_profile: dict[str, float] = Field(default_factory=dict)
     # Torch threads of one forward pass. 1: on a busy 2-core machine (the server's event
     # loop, LanceDB and other processes share the cores) 2 threads made the pass of a
-    # small append's grown chunk 2-7x slower (docs/benchmarks.md §7). More on idle cores.
+    # small append's grown chunk 2-7x slower (docs/benchmarks.md). More on idle cores.
     embedding_threads: int = Field(default=1, ge=1, le=64)
     # Another model than the one that built the store: re-embed every memory at start-up
     # (true) or refuse to start (false).
@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     # metadata (manifests, fragment and deletion files). LanceDB's defaults, 6 GB and 1 GB,
     # are caps far above this service's working set; these bound the server's memory. A
     # recall over 100k memories keeps ~16 MB in them; what fills them during a long ingest
-    # is mostly older versions' entries (docs/benchmarks.md §24).
+    # is mostly older versions' entries (docs/benchmarks.md).
     lancedb_index_cache_mb: int = Field(default=64, ge=1)
     lancedb_metadata_cache_mb: int = Field(default=32, ge=1)
     # glibc malloc arenas of the server process (app/ops/malloc.py); 0: glibc's default
@@ -164,7 +164,7 @@ class Settings(BaseSettings):
     recall_decay_floor: float = Field(default=0.8, ge=0, le=1)
     # The other constants of recall (candidates per search, boosts, packing, the second hop,
     # the context after an answer) are named constants in app/recall/service.py, not
-    # settings: docs/benchmarks.md §13 says why each is not a user's choice.
+    # settings: app/recall/tuning.py says why each is not a user's choice.
     # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).
     recall_equivalents: bool = True
     # Hits are buffered and written in one batch this often (or sooner when this many memory

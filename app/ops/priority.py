@@ -3,7 +3,7 @@
 A recall is what a user waits for; a build (analysing stored text, encoding it) can wait,
 and on a 2-core machine it otherwise takes the cores a recall's question needs: during a
 16-tenant ingest a question waited up to ~0.5 s for its vector behind the builds' threads
-(docs/benchmarks.md §14). `RecallFirst` (app/ops/recall_first.py) makes builds pause at
+(docs/decisions/0010-recall-first.md). `RecallFirst` (app/ops/recall_first.py) makes builds pause at
 their boundaries while a recall is in flight; this makes the kernel prefer the recall's
 threads inside them too.
 

@@ -226,7 +226,7 @@ class TestWaitingSmallAppend:
 
     def test_the_model_runs_one_thread_unless_told(self, tmp_path: Any) -> None:
         # A small append's time is mostly the pass over its grown chunk: on this 2-core
-        # machine, busy, 2 torch threads made that pass 2-7x slower than 1 (benchmarks §7).
+        # machine, busy, 2 torch threads made that pass 2-7x slower than 1 (docs/benchmarks.md).
         assert make_settings(tmp_path).embedding_threads == 1
 
 
