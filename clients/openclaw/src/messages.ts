@@ -9,6 +9,7 @@ type AgentMessage = {
   content?: string | Part[];
   id?: string;
   messageId?: string;
+  idempotencyKey?: string;
   timestamp?: number | string;
 };
 
@@ -40,21 +41,27 @@ function isoTime(value: number | string | undefined): string | undefined {
 }
 
 /** User and assistant messages with text, each with a stable msg_id: OpenClaw's own id when
- * the message carries one, else one derived from its role, time and text (the same message
- * sent at the next turn gets the same id, so Engram stores it once). */
+ * the message carries one (a user message's idempotency key), else one derived from its role,
+ * text and how many equal messages came before it in the session (the same message sent at
+ * the next turn gets the same id, so Engram stores it once; its timestamp is not used, it
+ * is not always the same from one turn to the next). */
 export function toStoreMessages(messages: unknown[], injected: Iterable<string> = []): StoreMessage[] {
   const blocks = [...injected];
   const out: StoreMessage[] = [];
+  const seen = new Map<string, number>();
   for (const raw of messages) {
     const message = raw as AgentMessage;
     if (message?.role !== "user" && message?.role !== "assistant") continue;
     const content = stripInjected(messageText(message), blocks);
     if (!content) continue;
     const timestamp = isoTime(message.timestamp);
-    const nativeId = message.id ?? message.messageId;
+    const nativeId = message.id ?? message.messageId ?? message.idempotencyKey;
+    const key = `${message.role}\n${content}`;
+    const occurrence = seen.get(key) ?? 0;
+    seen.set(key, occurrence + 1);
     const msgId = typeof nativeId === "string" && nativeId
       ? nativeId
-      : "oc-" + createHash("sha256").update(`${message.role}\n${timestamp ?? ""}\n${content}`).digest("hex").slice(0, 24);
+      : "oc-" + createHash("sha256").update(`${key}\n${occurrence}`).digest("hex").slice(0, 24);
     out.push({ msg_id: msgId, role: message.role, content, ...(timestamp ? { timestamp } : {}) });
   }
   return out;
