@@ -7,9 +7,6 @@ type Part = { type?: string; text?: string };
 type AgentMessage = {
   role?: string;
   content?: string | Part[];
-  id?: string;
-  messageId?: string;
-  idempotencyKey?: string;
   timestamp?: number | string;
 };
 
@@ -40,11 +37,13 @@ function isoTime(value: number | string | undefined): string | undefined {
   return Number.isNaN(date.getTime()) ? undefined : date.toISOString();
 }
 
-/** User and assistant messages with text, each with a stable msg_id: OpenClaw's own id when
- * the message carries one (a user message's idempotency key), else one derived from its role,
- * text and how many equal messages came before it in the session (the same message sent at
- * the next turn gets the same id, so Engram stores it once; its timestamp is not used, it
- * is not always the same from one turn to the next). */
+/** User and assistant messages with text, each with a msg_id derived from its role, text and
+ * how many equal messages came before it in the session, so the same message sent again at
+ * the next turn gets the same id and Engram stores it once. Not OpenClaw's own ids: in
+ * openclaw 2026.9.6 agent_end's messages carry none (the transcript's entry ids stay in the
+ * transcript), and a user message's idempotencyKey is present only once it has been read
+ * back from the transcript, so the same message would get two ids. Not the timestamp
+ * either: it also changes between the turn and the next. */
 export function toStoreMessages(messages: unknown[], injected: Iterable<string> = []): StoreMessage[] {
   const blocks = [...injected];
   const out: StoreMessage[] = [];
@@ -52,16 +51,16 @@ export function toStoreMessages(messages: unknown[], injected: Iterable<string> 
   for (const raw of messages) {
     const message = raw as AgentMessage;
     if (message?.role !== "user" && message?.role !== "assistant") continue;
-    const content = stripInjected(messageText(message), blocks);
+    // Only a user message can carry what the plugin prepended; anything else that quotes
+    // recalled memories is Engram's firewall's to judge.
+    const text = messageText(message);
+    const content = message.role === "user" ? stripInjected(text, blocks) : text.trim();
     if (!content) continue;
     const timestamp = isoTime(message.timestamp);
-    const nativeId = message.id ?? message.messageId ?? message.idempotencyKey;
     const key = `${message.role}\n${content}`;
     const occurrence = seen.get(key) ?? 0;
     seen.set(key, occurrence + 1);
-    const msgId = typeof nativeId === "string" && nativeId
-      ? nativeId
-      : "oc-" + createHash("sha256").update(`${key}\n${occurrence}`).digest("hex").slice(0, 24);
+    const msgId = "oc-" + createHash("sha256").update(`${key}\n${occurrence}`).digest("hex").slice(0, 24);
     out.push({ msg_id: msgId, role: message.role, content, ...(timestamp ? { timestamp } : {}) });
   }
   return out;

@@ -129,6 +129,7 @@ async function openclaw(args, timeout = 240_000) {
 async function turn(sessionId, message) {
   const started = Date.now();
   const { stdout, stderr } = await openclaw(["agent", "--local", "--session-id", sessionId, "--message", message, "--json"]);
+  for (const line of stderr.split("\n")) if (line.includes("memory-engram") || line.includes("hook")) console.log(`  [${sessionId}] ${line.slice(0, 400)}`);
   return { stdout, stderr, ms: Date.now() - started };
 }
 
@@ -140,7 +141,7 @@ async function memoryTexts() {
 }
 
 async function waitForMemories(predicate, what) {
-  const deadline = Date.now() + 120_000;
+  const deadline = Date.now() + 60_000;
   let texts = [];
   while (Date.now() < deadline) {
     texts = await memoryTexts();

@@ -31,7 +31,12 @@ test("messages: user and assistant text, the injected block taken out, stable id
   const out = toStoreMessages(msgs, [block]);
   assert.equal(out.length, 2);
   assert.equal(out[0].content, "下周二体检");
-  assert.equal(out[0].msg_id, toStoreMessages(msgs, [block])[0].msg_id);
+  // The same message read back at the next turn (another time, an idempotency key added)
+  // keeps its id; a second equal message gets another one.
+  const again = [{ ...msgs[0], timestamp: 1764800009999, idempotencyKey: "k:user" }, msgs[1], msgs[0]];
+  const ids = toStoreMessages(again, [block]).map((m) => m.msg_id);
+  assert.equal(ids[0], out[0].msg_id);
+  assert.notEqual(ids[2], ids[0]);
   assert.ok(isFirstTurn(msgs.slice(0, 1)));
   assert.ok(!isFirstTurn(msgs));
 });
