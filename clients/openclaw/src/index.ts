@@ -181,7 +181,10 @@ export default definePluginEntry({
     const logger = api.logger as Logger;
     const config = parseConfig(api.pluginConfig);
     const plugin = createPlugin(config, logger);
-    // A wrong URL or key is reported when the plugin loads, in words that say which.
+    // A wrong URL or key is reported when the plugin loads, in words that say which. OpenClaw
+    // registers a plugin several times in one process (one per registry it builds): check once.
+    if (checked.has(config.url)) return registerHooks(api, plugin);
+    checked.add(config.url);
     plugin.client.check(Math.max(config.timeoutMs, 3000)).then(
       () => logger.info(`memory-engram: connected to ${config.url}`),
       (error: unknown) => {
@@ -192,9 +195,15 @@ export default definePluginEntry({
         logger.warn(`memory-engram: cannot use Engram at ${config.url}: ${(error as Error).message}; ${hint}`);
       },
     );
-    api.on("before_prompt_build", (event, ctx) => plugin.beforePromptBuild(event, ctx as HookContext));
-    api.on("agent_end", (event, ctx) => plugin.agentEnd(event, ctx as HookContext));
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    api.registerTool(((ctx: ToolContext) => plugin.tools(ctx)) as any, { names: ["memory_recall", "memory_store", "memory_forget"] });
+    registerHooks(api, plugin);
   },
 });
+
+const checked = new Set<string>();
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function registerHooks(api: any, plugin: ReturnType<typeof createPlugin>): void {
+    api.on("before_prompt_build", (event: Parameters<typeof plugin.beforePromptBuild>[0], ctx: HookContext) => plugin.beforePromptBuild(event, ctx));
+    api.on("agent_end", (event: Parameters<typeof plugin.agentEnd>[0], ctx: HookContext) => plugin.agentEnd(event, ctx));
+    api.registerTool((ctx: ToolContext) => plugin.tools(ctx), { names: ["memory_recall", "memory_store", "memory_forget"] });
+}

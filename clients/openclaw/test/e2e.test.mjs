@@ -65,8 +65,9 @@ function contentText(m) {
 // repeated back after it (so capture sees an assistant quoting the block), else "OK".
 function answer(body) {
   const messages = body.messages ?? [];
-  const last = messages[messages.length - 1];
-  if (last?.role === "tool") return { content: contentText(last) };
+  // OpenClaw may append its internal context (role user) after the tool result.
+  const tools = messages.filter((m) => m.role === "tool");
+  if (tools.length > 0) return { content: contentText(tools[tools.length - 1]) };
   // The latest user turn may be followed by OpenClaw's internal context (also role user).
   const users = messages.filter((m) => m.role === "user").map(contentText).join("\n");
   const match = /RECALL\[(.+?)\]/.exec(users);
@@ -162,7 +163,7 @@ before(async () => {
   const config = JSON.parse(readFileSync(configPath, "utf8"));
   config.models = { providers: { stub: {
     baseUrl: modelUrl, apiKey: "stub-key", api: "openai-completions",
-    models: [{ id: "stub-model", name: "Stub", reasoning: false, input: ["text"], contextWindow: 64000, maxTokens: 1024,
+    models: [{ id: "stub-model", name: "Stub", reasoning: false, input: ["text"], contextWindow: 200000, maxTokens: 1024,
       cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 } }],
   } } };
   config.agents = { defaults: { model: { primary: "stub/stub-model" }, workspace: join(work, "workspace") } };
