@@ -19,6 +19,7 @@ import numpy as np
 from app.recall.candidates import Candidate
 from app.recall.newer import Rarity, newer_first
 from app.recall.query import Query
+from app.recall.score import overlaps
 from app.recall.text import Coverage
 from app.recall.tuning import CONTEXT_THRESHOLD_FACTOR, NEWER_WINDOW, TIE_DECIMALS
 from app.storage.repository import Repository
@@ -34,6 +35,13 @@ async def order(candidates: list[Candidate], query: Query, matcher: Coverage | N
         for c in candidates:
             if c.memory.session_id in query.favoured:
                 c.relevance = max(c.relevance, min_score)
+    if query.about_period_only and query.hint is not None:
+        # "上周我们聊了什么？": the date is the whole question. Every memory of the period
+        # answers it, best first (the date search put them among the candidates), and
+        # nothing outside it does.
+        for c in candidates:
+            inside = overlaps(c.memory, query.hint)
+            c.relevance = max(c.relevance, min_score) if inside else 0.0
     admitted = min_score
     if any(c.relevance >= min_score for c in candidates):
         admitted = min_score * CONTEXT_THRESHOLD_FACTOR

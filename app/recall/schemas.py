@@ -178,6 +178,8 @@ class TimeWindow(BaseModel):
     phrase: str = Field(description="The words of the query that name the time.")
     start: datetime
     end: datetime = Field(description="Exclusive.")
+    empty: bool = Field(default=False, description="No memory of the namespace (under the "
+                        "request's filters) lies in the window: the period holds nothing.")
 
 
 class RecallResponse(BaseModel):

@@ -35,6 +35,7 @@ from app.recall.order import order
 from app.recall.pack import pack
 from app.recall.query import read_query
 from app.recall.schemas import Layer, RecallRequest, RecallResponse, ReferenceInfo, TimeWindow
+from app.recall.score import overlaps
 from app.recall.search import Searcher
 from app.storage.repository import Repository
 
@@ -115,7 +116,9 @@ class RecallService:
             reference=ReferenceInfo(phrase=parsed.reference.phrase,
                                     scope=parsed.reference.scope.value)
             if parsed.reference else None,
-            time_window=TimeWindow(phrase=hint.phrase, start=hint.start, end=hint.end)
+            time_window=TimeWindow(
+                phrase=hint.phrase, start=hint.start, end=hint.end,
+                empty=not any(overlaps(c.memory, hint) for c in found.candidates))
             if hint else None,
             candidates=len(found.candidates),
             took_ms=round((time.perf_counter() - started) * 1000, 2),
