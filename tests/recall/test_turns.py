@@ -13,7 +13,7 @@ from tests.helpers import all_memories, store
 FACTS = [
     {"msg_id": "1", "role": "user", "content": "I'm allergic to shellfish, so no shrimp for me."},
     {"msg_id": "2", "role": "user", "content": "我们上个月从柏林搬到了慕尼黑。"},
-    {"msg_id": "3", "role": "user", "content": "My brother Sam works night shifts at the hospital."},
+    {"msg_id": "3", "role": "user", "content": "My brother Sam works night shifts."},
     {"msg_id": "4", "role": "user", "content": "我每天早上都会量血压。"},
 ]
 
