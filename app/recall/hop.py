@@ -41,6 +41,8 @@ class Found:
 async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, settings: Settings,
                metrics: Metrics | None) -> Found:
     """Search and score the question, per sub-question, and its hop (module docstring)."""
+    if query.nothing_to_look_up:
+        return Found([], None, None)  # no search: a greeting finds nothing by definition
     parsed, text = query.parsed, query.search_text
 
     def read(piece: str) -> QueryTerms:

@@ -4,7 +4,9 @@ Reference phrases ("as I said before", "记得刚才说的") and chit-chat wrapp
 (`references.py`), and a date it names ("on 3 June, 2023", "上周") is taken out of the
 search text (`when.py`); both are kept as cues. A reference phrase lowers `min_score` (the
 user says the memory exists) and points to recent sessions; a counting question lowers it
-by the model profile's factor (every instance is asked for).
+by the model profile's factor (every instance is asked for). A turn with nothing to look up
+(a greeting, thanks, a joke asked for) and a question about a period as a whole are told
+apart here (`turns.py`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from app.config import Settings
 from app.recall.candidates import utc
 from app.recall.references import ParsedQuery, ReferenceScope, parse_query
 from app.recall.schemas import RecallRequest
+from app.recall.text import query_terms
 from app.recall.tuning import REFERENCE_THRESHOLD_FACTOR
+from app.recall.turns import about_period_only, nothing_to_look_up
 from app.recall.when import TimeHint, find_time_hint, strip_phrase
 from app.storage.records import SessionRecord
 from app.storage.repository import Repository
@@ -34,6 +38,10 @@ class Query:
     default_min_score: float  # the configured threshold, adjusted like min_score
     max_tokens: int
     favoured: frozenset[str]  # the sessions a reference phrase points to
+    # A greeting, thanks or joke: nothing to look up, nothing returned (turns.py).
+    nothing_to_look_up: bool = False
+    # "what did we talk about last week?": a date and nothing else to find (turns.py).
+    about_period_only: bool = False
 
 
 async def read_query(request: RecallRequest, settings: Settings, repo: Repository) -> Query:
@@ -54,10 +62,14 @@ async def read_query(request: RecallRequest, settings: Settings, repo: Repositor
         min_score *= s.model_profile.count_threshold_factor
         default_min_score *= s.model_profile.count_threshold_factor
     max_tokens = request.max_tokens or s.recall_max_tokens
+    cued = hint is not None or parsed.reference is not None
     return Query(request=request, parsed=parsed, hint=hint, search_text=search_text,
                  min_score=min_score, default_min_score=default_min_score,
                  max_tokens=max_tokens,
-                 favoured=await _favoured_sessions(repo, request.namespace, parsed))
+                 favoured=await _favoured_sessions(repo, request.namespace, parsed),
+                 nothing_to_look_up=not cued and nothing_to_look_up(parsed.text),
+                 about_period_only=hint is not None
+                 and about_period_only(query_terms(search_text)))
 
 
 async def _favoured_sessions(repo: Repository, namespace: str, parsed: ParsedQuery

@@ -35,7 +35,9 @@ from app.recall.order import order
 from app.recall.pack import pack
 from app.recall.query import read_query
 from app.recall.schemas import Layer, RecallRequest, RecallResponse, ReferenceInfo, TimeWindow
+from app.recall.score import overlaps
 from app.recall.search import Searcher
+from app.recall.tuning import CONTEXT_THRESHOLD_FACTOR
 from app.storage.repository import Repository
 
 
@@ -93,7 +95,8 @@ class RecallService:
                         key=lambda p: layer(p.candidate.memory) != Layer.longterm)
         if record_hits:
             self._hits.record(request.namespace, [p.candidate.memory.id for p in packed
-                                                  if p.candidate.relevance >= query.min_score])
+                                                  if p.candidate.relevance >= query.min_score],
+                              question=query.search_text)
         language = block_language(request.language, request.query)
         block, frame = render_block(packed, language=language)
         block_tokens = self.tokens.block(block, frame, [p.text for p in packed],
@@ -115,8 +118,11 @@ class RecallService:
             reference=ReferenceInfo(phrase=parsed.reference.phrase,
                                     scope=parsed.reference.scope.value)
             if parsed.reference else None,
-            time_window=TimeWindow(phrase=hint.phrase, start=hint.start, end=hint.end)
+            time_window=TimeWindow(
+                phrase=hint.phrase, start=hint.start, end=hint.end,
+                empty=not any(overlaps(c.memory, hint) for c in found.candidates))
             if hint else None,
+            context_floor=round(query.min_score * CONTEXT_THRESHOLD_FACTOR, 4),
             candidates=len(found.candidates),
             took_ms=round((time.perf_counter() - started) * 1000, 2),
         )

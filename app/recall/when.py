@@ -18,6 +18,7 @@ A day gets a window of a day either side (time zones, late-night sessions); "bef
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -67,13 +68,38 @@ def _relative(english: str, chinese: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![A-Za-z])(?:{english})(?![A-Za-z])|{chinese}", re.I)
 
 
-# (pattern, days back from today, days long). "The day before yesterday" before "yesterday".
-_RELATIVE = (
-    (_relative("the day before yesterday", "前天"), 2, 1),
-    (_relative("yesterday", "昨天|昨日"), 1, 1),
-    (_relative("today|this morning|tonight", "今天|今日"), 0, 1),
-    (_relative("(?:last|past) week", "上周|上个?星期|上礼拜"), 14, 14),
-    (_relative("(?:last|past) month", "上个?月"), 62, 62),
+def _days(back: int, length: int) -> Callable[[datetime], tuple[datetime, datetime]]:
+    """A period of `length` days starting `back` days before today, and a day of slack."""
+    def period(today: datetime) -> tuple[datetime, datetime]:
+        start = today - timedelta(days=back)
+        return start, start + timedelta(days=length + 1)
+    return period
+
+
+def _last_week(today: datetime) -> tuple[datetime, datetime]:
+    """The calendar week before this one, Monday to Sunday."""
+    monday = today - timedelta(days=today.weekday())
+    return monday - timedelta(days=7), monday
+
+
+def _last_month(today: datetime) -> tuple[datetime, datetime]:
+    """The calendar month before this one."""
+    first = today.replace(day=1)
+    return (first - timedelta(days=1)).replace(day=1), first
+
+
+# (pattern, the period it names from today). "The day before yesterday" before "yesterday";
+# "last week" / "上周" is the calendar week before this one (what people mean by it),
+# "the past week" the seven days before today.
+_RELATIVE: tuple[tuple[re.Pattern[str], Callable[[datetime], tuple[datetime, datetime]]],
+                 ...] = (
+    (_relative("the day before yesterday", "前天"), _days(2, 1)),
+    (_relative("yesterday", "昨天|昨日"), _days(1, 1)),
+    (_relative("today|this morning|tonight", "今天|今日"), _days(0, 1)),
+    (_relative("last week", "上周|上个?星期|上礼拜"), _last_week),
+    (_relative("(?:the )?past week", "过去一周|最近一周"), _days(7, 7)),
+    (_relative("last month", "上个?月"), _last_month),
+    (_relative("(?:the )?past month", "过去一个月|最近一个月"), _days(31, 31)),
 )
 _COMPILED = tuple(re.compile(p, re.I) for p in _EN_PATTERNS + _ZH_PATTERNS)
 
@@ -140,13 +166,12 @@ def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
             if window:
                 return TimeHint(window[0], window[1], match.group(0).strip())
     today = reference.replace(hour=0, minute=0, second=0, microsecond=0)
-    for pattern, days_back, length in _RELATIVE:
+    for pattern, period in _RELATIVE:
         match = pattern.search(text)
         if match:
             try:
-                start = today - timedelta(days=days_back)
-                end = start + timedelta(days=length + 1)
-            except OverflowError:  # an `as_of` at the edge of the calendar
+                start, end = period(today)
+            except (OverflowError, ValueError):  # an `as_of` at the edge of the calendar
                 return None
             return TimeHint(start, end, match.group(0))
     return None
