@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import time
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
@@ -34,15 +32,6 @@ log = structlog.get_logger(__name__)
 
 # How long a flush waits for one namespace's write lock before leaving its hits for later.
 _LOCK_WAIT_SECONDS = 1.0
-# A question asked again within a day counts its memories' hits once (`record`).
-SAME_QUESTION_SECONDS = 86_400.0
-# The (namespace, memory, question) triples remembered for that (~150 bytes each).
-_RECENT_MAX = 100_000
-_NOT_WORD = re.compile(r"[\W_]+")
-
-
-def _question_key(question: str) -> str:
-    return _NOT_WORD.sub("", question.casefold())
 
 
 class HitRecorder:
@@ -54,8 +43,6 @@ class HitRecorder:
         self._maintenance = maintenance or asyncio.Lock()
         self._max_pending = max_pending
         self._pending: defaultdict[str, Counter[str]] = defaultdict(Counter)
-        # (namespace, memory, question) -> when last counted (`record`), oldest first.
-        self._recent: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._wake = asyncio.Event()
         self._flush_lock = asyncio.Lock()
         self._loop = Periodic("hit-flusher", self.flush, interval=flush_seconds, wake=self._wake)
@@ -73,31 +60,10 @@ class HitRecorder:
     def pending(self) -> int:
         return sum(len(c) for c in self._pending.values())
 
-    def record(self, namespace: str, memory_ids: Iterable[str], *, question: str = "") -> None:
-        """Count one hit for each memory (no I/O; safe to call from a request).
-
-        A hit is a use, and hits promote a memory to the next tier: the same question asked
-        again (an assistant that recalls on every turn, a user repeating themselves) is one
-        use of what it found, so within `SAME_QUESTION_SECONDS` a memory is counted once per
-        `question` (its search text, compared case- and punctuation-blind). A memory that is
-        found for many different questions still climbs.
-        """
-        now = time.monotonic()
-        key = _question_key(question) if question else ""
-        counted = []
-        for memory_id in memory_ids:
-            if key:
-                seen = (namespace, memory_id, key)
-                last = self._recent.get(seen)
-                self._recent[seen] = now
-                self._recent.move_to_end(seen)
-                if last is not None and now - last < SAME_QUESTION_SECONDS:
-                    continue
-            counted.append(memory_id)
-        while len(self._recent) > _RECENT_MAX:
-            self._recent.popitem(last=False)
+    def record(self, namespace: str, memory_ids: Iterable[str]) -> None:
+        """Count one hit for each memory (no I/O; safe to call from a request)."""
         counter = self._pending[namespace]
-        counter.update(counted)
+        counter.update(memory_ids)
         if self.pending >= self._max_pending:
             self._wake.set()
 

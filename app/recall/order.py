@@ -4,9 +4,8 @@
 nothing is returned). Once a memory passes, weaker matches down to `CONTEXT_THRESHOLD_FACTOR`
 of it fill what the budget leaves after every passing memory: the context of an answer
 ("when did we move, and why?", the turns around an event) shares fewer of the question's
-words than the answer does; nothing below that context floor is returned. Best first;
-near-equal scores, the more recent memory first; a later statement of a fact just ahead of
-the older one it restates (newer.py).
+words than the answer does. Best first; near-equal scores, the more recent memory first;
+a later statement of a fact just ahead of the older one it restates (newer.py).
 
 Two tiers: what passes the configured `min_score`, then what only a lower per-call
 `min_score` lets in, so lowering it never returns less (`pack` fills the second tier
@@ -55,10 +54,8 @@ async def order(candidates: list[Candidate], query: Query, matcher: Coverage | N
     # only adds what fits after it (`pack`).
     floor = max(min_score, query.default_min_score)
     passing = [c for c in ranked if c.relevance >= floor]
-    # The newer statement of a returned fact is taken in from below the threshold, but not
-    # from below the context floor: nothing under it is ever returned.
     first, taken = await newer_first_tier(
-        passing, [c for c in candidates if admitted <= c.relevance < floor], matcher,
+        passing, [c for c in candidates if c.relevance < floor], matcher,
         repo=repo, supersede_cosine=supersede_cosine)
     kept = {c.memory.id for c in taken}
     rest, _ = await newer_first_tier(

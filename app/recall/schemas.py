@@ -203,10 +203,5 @@ class RecallResponse(BaseModel):
     time_window: TimeWindow | None = Field(
         default=None, description="The date or period named in the query, if any: memories "
         "in it are searched as well and boosted.")
-    context_floor: float = Field(default=0.0, description="Once a memory passes `min_score` "
-                                 "(the question has an answer here), memories down to this "
-                                 "relevance fill the budget after every passing one as its "
-                                 "context; they are not counted as hits. Nothing below it is "
-                                 "returned.")
     candidates: int = Field(description="Memories scored before the threshold and budget.")
     took_ms: float

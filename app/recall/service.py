@@ -37,7 +37,6 @@ from app.recall.query import read_query
 from app.recall.schemas import Layer, RecallRequest, RecallResponse, ReferenceInfo, TimeWindow
 from app.recall.score import overlaps
 from app.recall.search import Searcher
-from app.recall.tuning import CONTEXT_THRESHOLD_FACTOR
 from app.storage.repository import Repository
 
 
@@ -95,8 +94,7 @@ class RecallService:
                         key=lambda p: layer(p.candidate.memory) != Layer.longterm)
         if record_hits:
             self._hits.record(request.namespace, [p.candidate.memory.id for p in packed
-                                                  if p.candidate.relevance >= query.min_score],
-                              question=query.search_text)
+                                                  if p.candidate.relevance >= query.min_score])
         language = block_language(request.language, request.query)
         block, frame = render_block(packed, language=language)
         block_tokens = self.tokens.block(block, frame, [p.text for p in packed],
@@ -122,7 +120,6 @@ class RecallService:
                 phrase=hint.phrase, start=hint.start, end=hint.end,
                 empty=not any(overlaps(c.memory, hint) for c in found.candidates))
             if hint else None,
-            context_floor=round(query.min_score * CONTEXT_THRESHOLD_FACTOR, 4),
             candidates=len(found.candidates),
             took_ms=round((time.perf_counter() - started) * 1000, 2),
         )

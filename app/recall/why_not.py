@@ -190,7 +190,7 @@ class WhyNotService:
                       "(the question has an answer) and is not counted as a hit")
         else:
             passed = "below the threshold, it was taken in as the newer statement of a " \
-                "returned fact"  # not reached since recall takes none below the floor
+                "returned fact"
         if any(c.memory.id == memory_id for tier in trace.tiers[1:] for c in tier):
             passed += (" (only the per-call min_score lets it in, so it is packed after "
                        "every memory that passes the configured one)")
