@@ -35,6 +35,22 @@ _STEP_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075,
                  0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 1, 2, 5)
 
 
+def lap_timer(stages: Histogram | None, *, started: float | None = None
+              ) -> Callable[[str], None]:
+    """`lap(stage)`: observe the time since the last lap (or since `started`, default now)
+    as `stage` in the `stages` histogram; nothing without one."""
+    last = time.perf_counter() if started is None else started
+
+    def lap(stage: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if stages is not None:
+            stages.labels(stage).observe(now - last)
+        last = now
+
+    return lap
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()

@@ -22,11 +22,10 @@ The constants of all stages are in `tuning.py`; the types they pass along in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
-from app.ops.metrics import Metrics
+from app.ops.metrics import Metrics, lap_timer
 from app.recall.block import TokenCounter, block_language, render_block
 from app.recall.candidates import Trace, layer, public
 from app.recall.hits import HitRecorder
@@ -75,7 +74,9 @@ class RecallService:
     async def _run(self, request: RecallRequest, *, metrics: Metrics | None,
                    record_hits: bool) -> tuple[RecallResponse, Trace]:
         started = time.perf_counter()
-        lap = _lapper(metrics, started)
+        # engram_recall_stage_seconds, from the request's start
+        lap = lap_timer(metrics.recall_stage if metrics is not None else None,
+                        started=started)
         s = self._settings
         query = await read_query(request, s, self._repo)
         lap("read")
@@ -124,17 +125,3 @@ class RecallService:
             took_ms=round((time.perf_counter() - started) * 1000, 2),
         )
         return response, Trace(found.candidates, tiers, packing)
-
-
-def _lapper(metrics: Metrics | None, started: float) -> Callable[[str], None]:
-    """`lap(stage)` observes the stage that ends now (engram_recall_stage_seconds)."""
-    last = started
-
-    def lap(stage: str) -> None:
-        nonlocal last
-        now = time.perf_counter()
-        if metrics is not None:
-            metrics.recall_stage.labels(stage).observe(now - last)
-        last = now
-
-    return lap

@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,7 +26,7 @@ from app.classify.smalltalk import is_small_talk
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.memories.lifecycle import pin_event
-from app.ops.metrics import Metrics
+from app.ops.metrics import Metrics, lap_timer
 from app.recall.newer import mark_superseded
 from app.scripts import has_han
 from app.storage.records import (
@@ -90,16 +89,7 @@ def text_hash(text: str, msg_ids: Sequence[str]) -> str:
 def stage_timer(metrics: Metrics | None) -> Callable[[str], None]:
     """`lap(stage)`: observe the time since the last lap (or since this call) as `stage` in
     engram_store_stage_seconds; nothing without metrics."""
-    started = time.perf_counter()
-
-    def lap(stage: str) -> None:
-        nonlocal started
-        now = time.perf_counter()
-        if metrics is not None:
-            metrics.store_stage.labels(stage).observe(now - started)
-        started = now
-
-    return lap
+    return lap_timer(metrics.store_stage if metrics is not None else None)
 
 
 class MemoryBuilder:
