@@ -274,14 +274,17 @@ def _holders(memory: MemoryRecord, packed: Sequence[Packed]) -> list[str]:
 
 def _excluded_by(memory: MemoryRecord, where: SearchFilter) -> tuple[str, str] | None:
     """The request field whose filter leaves `memory` out (as `SearchFilter.to_sql` does)."""
-    checks: list[tuple[str, tuple[str, ...] | None, str]] = [
-        ("branch", where.branches, memory.branch),
-        ("categories", where.categories, memory.category),
-        ("tiers", where.tiers, memory.tier),
+    checks: list[tuple[str, tuple[str, ...] | None, list[str]]] = [
+        ("branch", where.branches, [memory.branch]),
+        # The main category or any other its lines have (`categories`).
+        ("categories", where.categories,
+         list(dict.fromkeys([memory.category, *(memory.categories or [])]))),
+        ("tiers", where.tiers, [memory.tier]),
     ]
-    for name, allowed, value in checks:
-        if allowed is not None and value not in allowed:
-            return name, f"{name} filter {list(allowed)} leaves it out: it is {value!r}"
+    for name, allowed, values in checks:
+        if allowed is not None and not set(values) & set(allowed):
+            shown = values[0] if len(values) == 1 else values
+            return name, f"{name} filter {list(allowed)} leaves it out: it is {shown!r}"
     if where.session_id is not None and memory.session_id != where.session_id:
         return "session_id", (f"session_id filter {where.session_id!r} leaves it out: it "
                               f"belongs to session {memory.session_id!r}")

@@ -81,6 +81,9 @@ class MemoryFilter:
 # time when it has none. A namespace copy holds both precomputed (namespace_cache.py).
 MEMORY_END = "coalesce(time_end, created_at)"
 MEMORY_START = "coalesce(time_start, created_at)"
+# A memory's categories as a search filter reads them: its main `category` and every other
+# its lines have (`categories`, migration 0007). A namespace copy holds them as a frozenset.
+MEMORY_CATEGORIES = "categories"
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
 
@@ -89,16 +92,24 @@ Mask = np.ndarray[Any, np.dtype[np.bool_]]
 class Clause:
     """One condition on one column (or on `MEMORY_END` / `MEMORY_START`).
 
-    `=` and `in` compare strings, `>=` and `<=` a time. A null value never matches, in SQL
-    (a comparison with null is not true) and in `mask` alike.
+    `=` and `in` compare strings, `>=` and `<=` a time, `any` keeps a row of
+    `MEMORY_CATEGORIES` that has one of the values. A null value never matches, in SQL (a
+    comparison with null is not true) and in `mask` alike.
     """
 
     column: str
-    op: Literal["=", "in", ">=", "<="]
+    op: Literal["=", "in", ">=", "<=", "any"]
     value: str | tuple[str, ...] | datetime
 
     def sql(self) -> str:
         value = self.value
+        if self.op == "any":
+            assert self.column == MEMORY_CATEGORIES and isinstance(value, tuple)
+            if not value:
+                return "false"
+            items = ", ".join(sql_str(v) for v in value)
+            return (f"({sql_in('category', value)} OR "
+                    f"array_has_any(categories, make_array({items})))")
         if isinstance(value, tuple):
             return sql_in(self.column, value)
         if isinstance(value, datetime):
@@ -110,6 +121,11 @@ class Clause:
         for null) or, for a time, float64 UTC microseconds (NaN for null: every comparison
         with NaN is false). Microseconds are exact in a float64 until the year 2255."""
         value = self.value
+        if self.op == "any":  # a column of frozensets (the main category and the others)
+            assert isinstance(value, tuple)
+            wanted = frozenset(value)
+            return np.fromiter((bool(row & wanted) for row in column), dtype=bool,
+                               count=len(column))
         if isinstance(value, tuple):
             keep = np.zeros(len(column), dtype=bool)
             for item in value:  # not np.isin: it may sort, and None does not sort with str
@@ -141,10 +157,11 @@ class SearchFilter:
     def clauses(self) -> list[Clause]:
         """The filter as clauses; a row is kept when it meets every one."""
         found = [Clause("namespace", "=", self.namespace), Clause("state", "in", self.states)]
-        for column, values in (("branch", self.branches), ("category", self.categories),
-                               ("tier", self.tiers)):
+        for column, values in (("branch", self.branches), ("tier", self.tiers)):
             if values is not None:
                 found.append(Clause(column, "in", values))
+        if self.categories is not None:
+            found.append(Clause(MEMORY_CATEGORIES, "any", self.categories))
         if self.session_id is not None:
             found.append(Clause("session_id", "=", self.session_id))
         if self.time_from is not None:

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from app.storage.filters import MEMORY_END, MEMORY_START, SearchFilter, sql_str
+from app.storage.filters import MEMORY_CATEGORIES, MEMORY_END, MEMORY_START, SearchFilter, sql_str
 
 log = structlog.get_logger(__name__)
 
@@ -115,6 +115,12 @@ class _Copy:
         self.columns: dict[str, np.ndarray[Any, Any]] = {
             c: np.array(t.column(c).to_pylist(), dtype=object)
             for c in ("namespace", "state", "branch", "category", "tier", "session_id")}
+        mains = self.columns["category"]
+        lines = (t.column("categories").to_pylist() if "categories" in t.column_names
+                 else [None] * n)
+        self.columns[MEMORY_CATEGORIES] = np.array(
+            [frozenset(([main] if main is not None else []) + (more or []))
+             for main, more in zip(mains, lines, strict=True)], dtype=object)
         created = t.column("created_at")
         self.columns[MEMORY_END] = _micros(pc.coalesce(t.column("time_end"), created))
         self.columns[MEMORY_START] = _micros(pc.coalesce(t.column("time_start"), created))

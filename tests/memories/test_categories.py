@@ -29,6 +29,18 @@ async def test_readme_memory_is_found_by_each_of_its_categories(client: Any) -> 
     assert [m["id"] for m in found] == [memory["id"]]
 
 
+@pytest.mark.parametrize("query", ["Which database did we decide on?", "我们决定用哪个数据库？"])
+async def test_recall_filtered_by_a_line_category_finds_the_memory(client: Any, query: str
+                                                                   ) -> None:
+    # The memory's main category is task (the checkup); a recall for decisions only must
+    # still find the LanceDB decision it holds, in either language.
+    await store(client, README)
+    for categories, found in ((["decision"], True), (["task"], True), (["preference"], False)):
+        body = (await client.post("/v1/recall", json={
+            "namespace": "alice", "query": query, "categories": categories})).json()
+        assert any("LanceDB" in m["text"] for m in body["memories"]) is found, categories
+
+
 @pytest.mark.parametrize(("lines", "expected"), [
     (["我比较喜欢喝绿茶，不太喜欢咖啡。", "提醒我明天下午三点给王芳打电话。"],
      {"preference", "task"}),

@@ -36,6 +36,8 @@ def memory(i: int, namespace: str) -> MemoryRecord:
         time_end=None if i % 5 == 0 else when + timedelta(hours=i % 3),
         branch=("main", "side", "草稿")[i % 3], category=("plan", "general", "偏好")[i % 3],
         tier=("session", "daily", "longterm")[i % 3],
+        # The main category first, then the others its lines have; none for older rows.
+        categories=([], ["plan", "偏好"], ["general", "o'k"], ["偏好"])[i % 4],
         state=("active", "archived", "forgotten", "active")[i % 4])
 
 
@@ -51,6 +53,10 @@ def filters(namespace: str) -> list[SearchFilter]:
         SearchFilter(namespace=namespace, branches=("side", "草稿")),
         SearchFilter(namespace=namespace, branches=()),
         SearchFilter(namespace=namespace, categories=("偏好",), tiers=("longterm", "daily")),
+        # A memory's other categories count too (a decision beside a reminder is both).
+        SearchFilter(namespace=namespace, categories=("o'k",)),
+        SearchFilter(namespace=namespace, categories=("plan", "偏好")),
+        SearchFilter(namespace=namespace, categories=()),
         SearchFilter(namespace=namespace, session_id="s'1"),
         SearchFilter(namespace=namespace, session_id="会话", states=("archived",)),
         SearchFilter(namespace=namespace, session_id="nobody"),

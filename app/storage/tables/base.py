@@ -56,7 +56,7 @@ def _memories_due(every: int, rows: int) -> int:
 # search (all columns: 5.6 ms for 50 hits on 10k rows; the id alone: 2.6 ms).
 _SEARCH_COLUMNS = ("id", "namespace", "session_id", "text", "created_at", "time_start",
                    "time_end", "branch", "part", "msg_ids", "msg_count", "category",
-                   "importance", "tier", "state", "summary_of")
+                   "categories", "importance", "tier", "state", "summary_of")
 
 
 class TableBase:
