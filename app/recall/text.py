@@ -24,6 +24,7 @@ things of that kind (`data/kinds.txt`: 家电 finds 洗碗机, phone finds Pixel
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -148,8 +149,12 @@ def latin_words(text: str) -> set[str]:
     return words
 
 
+@functools.lru_cache(maxsize=4096)
 def query_terms(text: str) -> QueryTerms:
-    """The English and Chinese terms of a query."""
+    """The English and Chinese terms of a query (or of a memory's text: supersession reads
+    the candidates' terms on every recall, and the same memories come back recall after
+    recall; segmenting them again was most of the order stage on Chinese text). Cached per
+    process: the result is immutable and jieba's dictionary never changes at run time."""
     cjk: set[str] = set()
     guessed: set[str] = set()
     runs = HAN_RUN.findall(text)
