@@ -20,7 +20,8 @@ from app.scripts import has_han
 from app.storage.records import MemoryRecord
 
 
-def _read_texts() -> tuple[dict[BlockLanguage, str], dict[BlockLanguage, dict[Layer, str]]]:
+def _read_texts() -> tuple[dict[BlockLanguage, str], dict[BlockLanguage, dict[Layer, str]],
+                            dict[BlockLanguage, str]]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string((Path(__file__).with_name("data") / "block.txt")
                        .read_text(encoding="utf-8"))
@@ -28,10 +29,11 @@ def _read_texts() -> tuple[dict[BlockLanguage, str], dict[BlockLanguage, dict[La
                for language in (BlockLanguage.en, BlockLanguage.zh)}
     headings = {language: {layer_: parser[language.value][layer_.value] for layer_ in Layer}
                 for language in preface}
-    return preface, headings
+    earlier = {language: parser[language.value]["earlier"] for language in preface}
+    return preface, headings, earlier
 
 
-PREFACE, HEADINGS = _read_texts()
+PREFACE, HEADINGS, EARLIER = _read_texts()
 
 
 def block_language(requested: BlockLanguage, query: str) -> BlockLanguage:
@@ -51,10 +53,21 @@ def _date(memory: MemoryRecord) -> str:
     return first if first == last else f"{first} – {last}"
 
 
+def _marker(memory: MemoryRecord, newer: MemoryRecord | None, language: BlockLanguage) -> str:
+    """"- [date]", and for a memory a later one of the block changed, when that was: an
+    assistant reads the older statement as history, not as the current fact."""
+    date = _date(memory)
+    if newer is not None:
+        changed = EARLIER[language].format(date=_date(newer).split(" – ")[0])
+        date = f"{date}, {changed}" if date else changed
+    return f"- [{date}]" if date else "-"
+
+
 def render_block(packed: Sequence[Packed], *, language: BlockLanguage
                  ) -> tuple[str, list[str]]:
     """The text to append to the system prompt: a preface, then each memory with its date,
-    long-term facts first (with headings when both layers are present).
+    long-term facts first (with headings when both layers are present); a memory that a
+    later one of the block changed says so beside its date.
 
     Returns the block and its frame: every piece of it that is not memory text (preface,
     headings, "- [date]" markers), each set off from its neighbours by whitespace.
@@ -62,6 +75,7 @@ def render_block(packed: Sequence[Packed], *, language: BlockLanguage
     if not packed:
         return "", []
     layers = {layer(p.candidate.memory) for p in packed}
+    returned = {p.candidate.memory.id for p in packed}
     parts = [PREFACE[language], ""]
     frame = [PREFACE[language]]
     current: Layer | None = None
@@ -71,8 +85,9 @@ def render_block(packed: Sequence[Packed], *, language: BlockLanguage
             parts.append(HEADINGS[language][this])
             frame.append(HEADINGS[language][this])
             current = this
-        date = _date(p.candidate.memory)
-        marker = f"- [{date}]" if date else "-"
+        newer = p.candidate.superseded_by
+        marker = _marker(p.candidate.memory, newer if newer is not None and newer.id in
+                         returned else None, language)
         parts.append(f"{marker} {p.text.replace(chr(10), chr(10) + '  ')}")
         frame.append(marker)
     return "\n".join(parts), frame

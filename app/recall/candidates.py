@@ -10,7 +10,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from app.recall.schemas import Layer, RecalledMemory, ScoreParts
+from app.recall.schemas import Layer, RecalledMemory, ScoreParts, SupersededBy
 from app.storage.records import MemoryRecord
 
 
@@ -34,6 +34,8 @@ class Candidate:
     # The memory's stored vector, as the search returned it (`order.newer_first_tier`
     # compares candidates with each other); None if the search did not have it.
     stored: np.ndarray | None = None
+    # A later memory of this recall that restates or changes this one (`order`).
+    superseded_by: MemoryRecord | None = None
 
     @property
     def boost(self) -> float:
@@ -103,11 +105,17 @@ def score_parts(c: Candidate) -> ScoreParts:
         time=round(c.time, 4), reference=round(c.reference, 4))
 
 
-def public(p: Packed) -> RecalledMemory:
+def public(p: Packed, returned: frozenset[str] = frozenset()) -> RecalledMemory:
+    """`returned`: the ids of the memories returned with it; `superseded_by` names only
+    one of those."""
     c, m = p.candidate, p.candidate.memory
+    newer = c.superseded_by if c.superseded_by is not None and \
+        c.superseded_by.id in returned else None
     return RecalledMemory(
         id=m.id, text=p.text, msg_ids=p.msg_ids, session_id=m.session_id,
         time_start=m.time_start, time_end=m.time_end, category=m.category, tier=m.tier,
         importance=m.importance, branch=m.branch, layer=layer(m), tokens=p.tokens,
         score=round(c.score, 4), trimmed=p.trimmed, explain=score_parts(c),
+        superseded_by=SupersededBy(id=newer.id, time=newer.time_start or newer.time_end)
+        if newer is not None else None,
     )

@@ -26,9 +26,19 @@ The same test runs in two places: after a build (`mark_superseded`, which logs a
 moves a newer memory ahead of the older ones it restates among the memories that passed the
 threshold, when it holds as many of the question's terms: the same answer, restated). The
 recall does not read the events: it compares the vectors of its own candidates, so a memory
-stored before this rule existed is ordered the same way. Not handled: a change worded
-without the question's words ("Which city do we live in?" after "We live in Berlin" and
-"We moved from Berlin to Munich" keeps Berlin first).
+stored before this rule existed is ordered the same way.
+
+A change is often worded without the question's words or the older statement's: "where do
+I live?" after "I live in Delfshaven" and "we moved to Utrecht last month", "我现在房租多少钱？"
+after "我每个月房租四千五" and "房东涨租了，从这个月开始每月五千二". In a recall the question
+is the shared subject: a later memory that answers it too (it passes the threshold),
+is close to the older one (`supersede_cosine`) and announces a change (`announces_change`:
+moving, switching, stopping, replacing, rescheduling, a price going up, "now", "现在", "不…了";
+`data/changes.txt`) in a line about the question, goes first. What this cannot tell: a
+change of another attribute of the same subject worded as a change ("我表姐搬到杭州了" asked
+for her job goes first and marks the job as earlier), and a change with no such word and
+no shared words ("I'm in bed by 10:30" after "I go to bed around 1 am" is caught only
+through "these days").
 """
 
 from __future__ import annotations
@@ -38,11 +48,12 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from enum import IntEnum
 from typing import TypeVar
 
 import numpy as np
 
-from app.recall.text import QueryTerms, idf, latin_words, query_terms
+from app.recall.text import QueryTerms, data_sections, idf, latin_words, query_terms
 from app.recall.tuning import RARITY_NEIGHBOURS, SUBJECT_SHARE, SUPERSEDE_NEIGHBOURS
 from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import Repository, SearchFilter
@@ -141,17 +152,50 @@ def share_a_subject(newer: str, older: str, rarity: Rarity) -> bool:
     return subject_share(newer, older, rarity) >= SUBJECT_SHARE
 
 
-def supersedes(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
-               threshold: float, rarity: Rarity) -> bool:
-    """Whether `newer` restates or changes the fact `older` holds (module docstring)."""
+class Change(IntEnum):
+    """What a statement says of a change (`announces_change`)."""
+
+    none = 0
+    now = 1  # only contrasts the present with before: "now", "现在", "不…了"
+    said = 2  # names one: moved, switched, stopped, replaced, 改成, 搬家, 取消
+
+
+@functools.cache
+def _change_cues(kind: str) -> re.Pattern[str]:
+    sections = data_sections("changes.txt")
+    english = "|".join(f"(?:{p})" for p in sections["en" + kind])
+    chinese = "|".join(f"(?:{p})" for p in sections["zh" + kind])
+    # English cues whole-word; Chinese ones anywhere (no spaces between words).
+    return re.compile(rf"(?<![A-Za-z])(?:{english})(?![A-Za-z])|{chinese}", re.IGNORECASE)
+
+
+def announces_change(text: str) -> Change:
+    """What `text` (a line, without its role label) says of a change: names one (moved,
+    switched, stopped, replaced, rescheduled, 改成, 搬家), only contrasts now with before
+    ("now", "现在", "不…了"), or nothing (data/changes.txt)."""
+    content = _content(text)
+    if _change_cues("").search(content):
+        return Change.said
+    return Change.now if _change_cues("-now").search(content) else Change.none
+
+
+def later_statement(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
+                    threshold: float) -> bool:
+    """Whether `newer` was said after `older`, in another session of the same namespace,
+    and is close to it (cosine at least `threshold`): what any restatement or change needs."""
     if newer.id == older.id or newer.namespace != older.namespace:
         return False
     if newer.session_id == older.session_id or cosine < threshold:
         return False
     new_start, old_end = _start(newer), _when(older)
-    if new_start is None or old_end is None or not old_end < new_start:
-        return False
-    return share_a_subject(newer.text, older.text, rarity)
+    return new_start is not None and old_end is not None and old_end < new_start
+
+
+def supersedes(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
+               threshold: float, rarity: Rarity) -> bool:
+    """Whether `newer` restates or changes the fact `older` holds (module docstring)."""
+    return later_statement(newer, older, cosine, threshold=threshold) and \
+        share_a_subject(newer.text, older.text, rarity)
 
 
 async def mark_superseded(repo: Repository, records: Sequence[MemoryRecord], *,
@@ -185,7 +229,8 @@ async def mark_superseded(repo: Repository, records: Sequence[MemoryRecord], *,
 
 def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecord],
                 vectors: dict[int, np.ndarray], *, threshold: float,
-                covers: Callable[[int], float], rarity: Rarity) -> tuple[list[T], list[T]]:
+                covers: Callable[[int], float], changes: Callable[[int, int], bool],
+                rarity: Rarity) -> tuple[list[T], list[T], list[tuple[T, T]]]:
     """`head` with each newer statement moved just ahead of the first older memory it
     supersedes, and `newcomers` (memories that did not pass the threshold) that supersede a
     memory of `head` inserted likewise: the change of a fact that is returned is returned
@@ -194,12 +239,15 @@ def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecor
 
     Positions count `head` first, then `newcomers`; `memory` / `vectors` map a position to
     its record and unit vector (a position without a vector is left as it is), `covers` to
-    the share of the question's terms it holds: the newer one must hold as many; `rarity`
-    weighs the terms over the memories compared. Returns the new head and the newcomers
-    it took in.
+    the share of the question's terms it holds: a restatement must hold as many; `changes`
+    (newer, older) to whether the newer announces a change of the older's answer to the
+    question (module docstring): then the question is the shared subject. `rarity` weighs
+    the terms over the memories compared. Returns the new head, the newcomers it took in,
+    and each (older, newer) pair it ordered.
     """
     order = list(range(len(head)))
     taken: list[int] = []
+    pairs: list[tuple[int, int]] = []
     for j in range(1, len(head) + len(newcomers)):
         if j not in vectors:
             continue
@@ -208,16 +256,22 @@ def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecor
             if earlier not in vectors or earlier >= len(head):
                 continue
             cosine = float(vectors[j] @ vectors[earlier])
+            if not later_statement(memory[j], memory[earlier], cosine, threshold=threshold):
+                continue
             # Only the same answer to this question: a later note about the same person or
             # place but another attribute ("我表姐住在杭州" after "我表姐是一名护士", asked
-            # for her job) matches the question's words less, and stays where it is.
-            if covers(j) >= covers(earlier) and supersedes(
-                    memory[j], memory[earlier], cosine, threshold=threshold, rarity=rarity):
+            # for her job) matches the question's words less, and stays where it is, unless
+            # it says that something changed.
+            restated = covers(j) >= covers(earlier) and share_a_subject(
+                memory[j].text, memory[earlier].text, rarity)
+            if restated or changes(j, earlier):
                 if j < len(head):
                     order.remove(j)
                 else:
                     taken.append(j)
                 order.insert(order.index(earlier), j)
+                pairs.append((earlier, j))
                 break
     items = [*head, *newcomers]
-    return [items[i] for i in order], [items[i] for i in taken]
+    return ([items[i] for i in order], [items[i] for i in taken],
+            [(items[old], items[new]) for old, new in pairs])

@@ -49,6 +49,11 @@ class BlockLanguage(StrEnum):
     en = "en"
 
 
+class Superseded(StrEnum):
+    mark = "mark"
+    omit = "omit"
+
+
 class Layer(StrEnum):
     longterm = "longterm"  # summaries and long-term facts: first in the block
     detail = "detail"  # everything else
@@ -109,6 +114,13 @@ class RecallRequest(BaseModel):
     language: BlockLanguage = Field(
         default=BlockLanguage.auto,
         description="Language of the injection block's template; auto follows the query.")
+    superseded: Superseded = Field(
+        default=Superseded.mark,
+        description="What to do with a memory that a later memory found by the same recall "
+        "restates or changes (\"I live in Berlin\" after \"we moved to Munich\" was said): "
+        "`mark` (default) returns it after the newer one, with `superseded_by`, and the block "
+        "dates it as changed, so an assistant can still answer \"where did I live before?\" "
+        "and reads it as history; `omit` leaves it out when the newer one is returned.")
 
     @model_validator(mode="after")
     def _sensible(self) -> RecallRequest:
@@ -149,6 +161,11 @@ class ScoreParts(BaseModel):
     reference: float = Field(description="Above 1 for what a reference phrase points to.")
 
 
+class SupersededBy(BaseModel):
+    id: str = Field(description="The later memory that restates or changes this one.")
+    time: datetime | None = Field(description="When it was said (its first message).")
+
+
 class RecalledMemory(BaseModel):
     id: str
     text: str = Field(description="The memory text as packed: the whole memory, or the "
@@ -166,6 +183,13 @@ class RecalledMemory(BaseModel):
     score: float = Field(description="Final score: relevance × decay × boost.")
     explain: ScoreParts
     trimmed: bool = Field(description=TRIMMED)
+    superseded_by: SupersededBy | None = Field(
+        default=None, description="Set when a later memory returned by this recall restates "
+        "or changes this one (it is ranked first): this one is the earlier statement. Caught "
+        "without a language model: a later statement close to this one that repeats its "
+        "subject, or that answers the same question and says that something changed "
+        "(moved, switched, stopped, replaced, rescheduled, \"now\", 改成, 不…了), in Chinese, "
+        "English or across them.")
 
 
 class ReferenceInfo(BaseModel):
@@ -194,6 +218,11 @@ class RecallResponse(BaseModel):
     max_tokens: int
     min_score: float = Field(description="The threshold applied (the request's, or the "
                              "default, lowered for a reference phrase or a counting question).")
+    context_min_score: float = Field(
+        description="The context floor: once a memory passes `min_score` (the question has "
+        "an answer here), weaker memories down to this relevance fill the budget after every "
+        "passing one, as the answer's context; none below it is ever returned. Only passing "
+        "memories count as hits.")
     language: str = Field(description="Language of the block: zh or en.")
     block: str = Field(description="Ready to append to the system prompt. Empty when nothing "
                        "was recalled.")

@@ -33,9 +33,17 @@ from app.recall.hop import find
 from app.recall.order import order
 from app.recall.pack import pack
 from app.recall.query import read_query
-from app.recall.schemas import Layer, RecallRequest, RecallResponse, ReferenceInfo, TimeWindow
+from app.recall.schemas import (
+    Layer,
+    RecallRequest,
+    RecallResponse,
+    ReferenceInfo,
+    Superseded,
+    TimeWindow,
+)
 from app.recall.score import overlaps
 from app.recall.search import Searcher
+from app.recall.tuning import CONTEXT_THRESHOLD_FACTOR
 from app.storage.repository import Repository
 
 
@@ -93,9 +101,18 @@ class RecallService:
         # of a fact ahead of the older one: `order`). The sort is stable.
         packed = sorted(packing.packed,
                         key=lambda p: layer(p.candidate.memory) != Layer.longterm)
+        returned = frozenset(p.candidate.memory.id for p in packed)
+        earlier = {p.candidate.memory.id for p in packed
+                   if p.candidate.superseded_by is not None
+                   and p.candidate.superseded_by.id in returned}
+        if request.superseded == Superseded.omit:
+            packed = [p for p in packed if p.candidate.memory.id not in earlier]
         if record_hits:
-            self._hits.record(request.namespace, [p.candidate.memory.id for p in packed
-                                                  if p.candidate.relevance >= query.min_score])
+            # A statement a later one changed answers nothing now: it does not climb.
+            self._hits.record(request.namespace, [
+                p.candidate.memory.id for p in packed
+                if p.candidate.relevance >= query.min_score
+                and p.candidate.memory.id not in earlier])
         language = block_language(request.language, request.query)
         block, frame = render_block(packed, language=language)
         block_tokens = self.tokens.block(block, frame, [p.text for p in packed],
@@ -106,11 +123,12 @@ class RecallService:
             namespace=request.namespace,
             query=request.query,
             search_text=query.search_text,
-            memories=[public(p) for p in packed],
+            memories=[public(p, returned) for p in packed],
             count=len(packed),
             tokens=sum(p.tokens for p in packed),
             max_tokens=query.max_tokens,
             min_score=round(query.min_score, 4),
+            context_min_score=round(query.min_score * CONTEXT_THRESHOLD_FACTOR, 4),
             language=language.value,
             block=block,
             block_tokens=block_tokens,

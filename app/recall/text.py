@@ -75,6 +75,21 @@ def _data_lines(name: str) -> list[str]:
             if line.split("#", 1)[0].strip()]
 
 
+@functools.cache
+def data_sections(name: str) -> dict[str, list[str]]:
+    """A data file of `[section]` headings, each followed by its lines (comments and blank
+    lines dropped): turns.txt, changes.txt."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in _data_lines(name):
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], [])
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
 def _parse_groups() -> dict[str, tuple[str, ...]]:
     forms: dict[str, tuple[str, ...]] = {}
     for line in _data_lines("equivalents.txt"):

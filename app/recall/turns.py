@@ -17,40 +17,23 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from pathlib import Path
 
 from app.classify.smalltalk import is_small_talk
-from app.recall.text import QueryTerms
+from app.recall.text import QueryTerms, data_sections
 
-_DATA = Path(__file__).with_name("data") / "turns.txt"
 _PUNCTUATION = re.compile(r"[\W_]+")
-
-
-@cache
-def _sections() -> dict[str, list[str]]:
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for raw in _DATA.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], [])
-        elif current is not None:
-            current.append(line)
-    return sections
 
 
 @cache
 def _addressed() -> re.Pattern[str]:
     # Latin phrases whole-word; Chinese ones anywhere (no spaces between words).
-    alternatives = "|".join(f"(?:{p})" for p in _sections()["addressed"])
+    alternatives = "|".join(f"(?:{p})" for p in data_sections("turns.txt")["addressed"])
     return re.compile(rf"(?<![A-Za-z])(?:{alternatives})(?![A-Za-z])", re.IGNORECASE)
 
 
 @cache
 def _period_words() -> frozenset[str]:
-    return frozenset(word for line in _sections()["period"] for word in line.split())
+    return frozenset(word for line in data_sections("turns.txt")["period"] for word in line.split())
 
 
 def nothing_to_look_up(text: str) -> bool:

@@ -143,3 +143,46 @@ async def test_later_sessions_of_one_chat_about_other_things_are_not_moved_ahead
         for memory in await all_memories(client, namespace):
             assert not [e for e in await events_of(client, memory["id"])
                         if e["event"] == "superseded"], memory["text"]
+
+
+# A change worded without the question's words (issue 34): the older statement repeats
+# them, the newer one says what changed. (language, older, newer, question, a word only the
+# newer holds, the block's mark of the earlier statement, a later note that changes
+# something else)
+CHANGES = [
+    ("zh", "我的网球教练是李教练，每周六上课。", "李教练回老家了，现在换成了陈教练带我。",
+     "我的网球教练是谁？", "陈教练", "已有变更", "我们搬家了，现在住在城东。"),
+    ("en", "I keep my savings at ING, in a fixed-term account.",
+     "I closed the ING account and moved everything to Bunq.",
+     "Which bank are my savings with?", "Bunq", "changed on",
+     "I switched my phone plan to a cheaper one."),
+]
+
+
+@pytest.mark.parametrize("case", CHANGES, ids=[c[0] for c in CHANGES])
+async def test_a_change_without_the_questions_words_comes_first_and_marks_the_older(
+        client: Any, case: tuple[str, ...]) -> None:
+    namespace, old, new, question, answer, mark, elsewhere = case
+    await store_day(client, namespace, "day1", "02", [old])
+    await store_day(client, namespace, "day2", "05", [elsewhere])
+    await store_day(client, namespace, "day3", "09", [new])
+
+    body = (await client.post("/v1/recall", json={
+        "namespace": namespace, "query": question})).json()
+    memories = body["memories"]
+    assert memories and answer in memories[0]["text"], [m["text"] for m in memories]
+    older = [m for m in memories if m["session_id"] == "day1"]
+    assert older, "the older statement is still returned (history), after the newer one"
+    assert older[0]["superseded_by"]["id"] == memories[0]["id"]
+    assert older[0]["superseded_by"]["time"].startswith("2026-03-09")
+    assert f"{mark}" in body["block"] and "2026-03-09" in body["block"]
+    assert body["block"].index(answer) < body["block"].index(old[:6])
+    # A later change of something else (a move, a phone plan) is no answer here.
+    assert all(m["superseded_by"] is None for m in memories if m["session_id"] != "day1")
+    assert all(m["session_id"] != "day2" for m in memories[:1])
+
+    omitted = (await client.post("/v1/recall", json={
+        "namespace": namespace, "query": question, "superseded": "omit"})).json()
+    assert [m["session_id"] for m in omitted["memories"]][:1] == ["day3"]
+    assert all(m["session_id"] != "day1" for m in omitted["memories"])
+    assert mark not in omitted["block"]

@@ -280,6 +280,10 @@ class TestContextAfterAnAnswer:
             assert ids[0] == best and second in ids, body["memories"]
             passes = [m["explain"]["relevance"] >= threshold for m in body["memories"]]
             assert passes == sorted(passes, reverse=True), "context after every answer"
+            # The floor is stated, and nothing below it rides along.
+            assert body["context_min_score"] == pytest.approx(threshold * factor, abs=1e-4)
+            assert all(m["explain"]["relevance"] >= body["context_min_score"]
+                       for m in body["memories"]), body["memories"]
             await state.hits.flush()
             hits_after = {i: (await client.get(f"/v1/memories/{i}")).json()["hit_count"]
                           for i in (best, second)}
