@@ -10,6 +10,7 @@ from app.classify.categories import Category
 from app.deps import CurrentPrincipal, MemoryServiceDep
 from app.errors import error_responses
 from app.memories.schemas import (
+    AS_OF,
     AccessRequest,
     Deleted,
     Evolution,
@@ -25,6 +26,7 @@ from app.memories.schemas import (
     Tier,
 )
 from app.storage.repository import MemoryFilter
+from app.time_range import AcceptedTime
 from app.validation import ID_PATTERN, NAMESPACE_PATTERN, IdPath
 
 router = APIRouter(prefix="/v1", tags=["memories"])
@@ -52,6 +54,8 @@ async def list_memories(
         min_length=1, max_length=4000, pattern=r"\S",
         description="Text search (keyword + vector) within the other filters: results are "
         "ordered by relevance and carry `score`. Without it: newest first.")] = None,
+    as_of: Annotated[AcceptedTime | None, Query(description="List as of this time. " + AS_OF)
+                     ] = None,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> MemoryList:
@@ -62,7 +66,7 @@ async def list_memories(
         category=category.value if category else None,
         tier=tier.value if tier else None, branch=branch,
         state=None if state == "any" else state, min_importance=min_importance, tag=tag,
-        pinned=pinned,
+        pinned=pinned, as_of=as_of,
     )
     return await service.list_memories(where, offset=offset, limit=limit, q=q)
 

@@ -25,6 +25,21 @@ class MemoryState(StrEnum):
     forgotten = "forgotten"
 
 
+AS_OF = (
+    "A point in time (ISO 8601; naive: UTC): only the memories that existed then, by "
+    "conversation time: those whose first message was said at or before it (a memory without "
+    "message times counts from when it was stored). A memory whose messages go on past it is "
+    "kept. Facts are superseded as they were then: a restatement said after it is not "
+    "seen, so it does not go ahead of the fact it changes. Limits: a memory is shown as it "
+    "is today (its current text, state, tier, importance, counts and categories), not as "
+    "it read then: compressed originals are not restored (a summary stands for them from its "
+    "earliest memory's time on, and may hold what its later memories said), forgotten or "
+    "deleted memories do not come back, edits are not undone, and a memory's evolution log "
+    "(`GET /v1/memories/{id}/evolution`) lists every event, also `superseded` ones logged "
+    "after it."
+)
+
+
 class WeightScores(BaseModel):
     novelty: float = Field(
         description="How new it was against the namespace when last scored (0..1).")
