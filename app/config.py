@@ -167,6 +167,10 @@ class Settings(BaseSettings):
     # settings: app/recall/tuning.py says why each is not a user's choice.
     # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).
     recall_equivalents: bool = True
+    # The memory search (GET /v1/memories?q=, the CLI's and MCP's search) lists what reaches
+    # this relevance, on recall's 0-1 scale; unset: the model profile's min_score, recall's
+    # own threshold. A call may pass its own `min_score`.
+    memory_search_min_score: float | None = Field(default=None, ge=0, le=1)
     # Hits are buffered and written in one batch this often (or sooner when this many memory
     # ids are pending). Each write leaves a fragment that slows searches until compaction.
     hit_flush_seconds: float = Field(default=10.0, gt=0)
@@ -256,7 +260,7 @@ class Settings(BaseSettings):
     # true: for every caller (a scraper on a private network without a key).
     metrics_namespace_labels: bool = False
 
-    @field_validator("lock_dir", mode="before")
+    @field_validator("lock_dir", "memory_search_min_score", mode="before")
     @classmethod
     def _empty_means_unset(cls, value: object) -> object:
         # `ENGRAM_LOCK_DIR=` (as in .env.example) means "the default", not the current dir.
@@ -286,6 +290,14 @@ class Settings(BaseSettings):
     def model_profile(self) -> ModelProfile:
         """The configured model's calibration (app/embedding/profiles.py)."""
         return self._profile
+
+    @property
+    def memory_search_floor(self) -> float:
+        """The relevance a memory search's match needs (`memory_search_min_score`, else the
+        model's `min_score`)."""
+        if self.memory_search_min_score is not None:
+            return self.memory_search_min_score
+        return self._profile.min_score
 
     @model_validator(mode="after")
     def _no_open_server_without_keys(self) -> Settings:

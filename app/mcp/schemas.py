@@ -28,7 +28,7 @@ class MemoryBrief(BaseModel):
     tags: list[str]
     pinned: bool
     score: float | None = Field(default=None, description="search_memories only: the "
-                                "match, higher is better.")
+                                "match's relevance, 0–1 (recall's scale), higher is better.")
 
     @classmethod
     def from_public(cls, memory: MemoryPublic) -> MemoryBrief:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
+from fastapi.exceptions import RequestValidationError
 
 from app.classify.categories import Category
 from app.deps import CurrentPrincipal, MemoryServiceDep
 from app.errors import error_responses
 from app.memories.schemas import (
+    AS_OF,
     AccessRequest,
     Deleted,
     Evolution,
@@ -25,6 +27,7 @@ from app.memories.schemas import (
     Tier,
 )
 from app.storage.repository import MemoryFilter
+from app.time_range import AcceptedTime
 from app.validation import ID_PATTERN, NAMESPACE_PATTERN, IdPath
 
 router = APIRouter(prefix="/v1", tags=["memories"])
@@ -50,21 +53,33 @@ async def list_memories(
         description="true: only pinned memories; false: only unpinned ones.")] = None,
     q: Annotated[str | None, Query(
         min_length=1, max_length=4000, pattern=r"\S",
-        description="Text search (keyword + vector) within the other filters: results are "
-        "ordered by relevance and carry `score`. Without it: newest first.")] = None,
+        description="Text search (keyword + vector) within the other filters: the matches "
+        "whose relevance (recall's 0–1 scale) reaches `min_score`, best first, each with its "
+        "`score`. Without it: newest first.")] = None,
+    min_score: Annotated[float | None, Query(
+        ge=0, le=1, description="Only with `q`: the relevance a match needs to be listed. "
+        "Default: ENGRAM_MEMORY_SEARCH_MIN_SCORE, else the model's recall threshold (0.35); "
+        "the floor applied is returned as `min_score`. 0 lists every candidate.")] = None,
+    as_of: Annotated[AcceptedTime | None, Query(description="List as of this time. " + AS_OF)
+                     ] = None,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> MemoryList:
     """A namespace's memories, newest first (or best match first with `q`), filtered, paged."""
     principal.require_namespace(namespace)
+    if min_score is not None and q is None:
+        raise RequestValidationError([{
+            "loc": ("query", "min_score"), "type": "value_error",
+            "msg": "min_score is the floor of the text search: it needs q"}])
     where = MemoryFilter(
         namespace=namespace, session_id=session_id,
         category=category.value if category else None,
         tier=tier.value if tier else None, branch=branch,
         state=None if state == "any" else state, min_importance=min_importance, tag=tag,
-        pinned=pinned,
+        pinned=pinned, as_of=as_of,
     )
-    return await service.list_memories(where, offset=offset, limit=limit, q=q)
+    return await service.list_memories(where, offset=offset, limit=limit, q=q,
+                                       min_score=min_score)
 
 
 @router.get("/namespaces", response_model=NamespaceList, responses=error_responses(401, 422))

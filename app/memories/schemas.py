@@ -25,6 +25,21 @@ class MemoryState(StrEnum):
     forgotten = "forgotten"
 
 
+AS_OF = (
+    "A point in time (ISO 8601; naive: UTC): only the memories that existed then, by "
+    "conversation time: those whose first message was said at or before it (a memory without "
+    "message times counts from when it was stored). A memory whose messages go on past it is "
+    "kept. Facts are superseded as they were then: a restatement said after it is not "
+    "seen, so it does not go ahead of the fact it changes. Limits: a memory is shown as it "
+    "is today (its current text, state, tier, importance, counts and categories), not as "
+    "it read then: compressed originals are not restored (a summary stands for them from its "
+    "earliest memory's time on, and may hold what its later memories said), forgotten or "
+    "deleted memories do not come back, edits are not undone, and a memory's evolution log "
+    "(`GET /v1/memories/{id}/evolution`) lists every event, also `superseded` ones logged "
+    "after it."
+)
+
+
 class WeightScores(BaseModel):
     novelty: float = Field(
         description="How new it was against the namespace when last scored (0..1).")
@@ -108,8 +123,9 @@ class MemoryPublic(BaseModel):
     pinned: bool = Field(description="Pinned by the client: always in `POST /v1/context`, "
                          "never compressed or forgotten.")
     score: float | None = Field(
-        default=None, description="Only when listed with `q=`: the search relevance "
-        "(higher is better; results are ordered by it).")
+        default=None, description="Only when listed with `q=`: the match's relevance on "
+        "recall's 0–1 scale (`relevance` in a recall's `explain`, as its first search for "
+        "the same text scores it); results are ordered by it.")
 
     @classmethod
     def from_record(cls, m: MemoryRecord, *, score: float | None = None) -> MemoryPublic:
@@ -158,12 +174,17 @@ class MemoryMessages(BaseModel):
 
 class MemoryList(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [
-        {"items": [_MEMORY_EXAMPLE], "count": 1, "offset": 0, "limit": 50}]})
+        {"items": [{**_MEMORY_EXAMPLE, "score": 0.7605}], "count": 1, "offset": 0,
+         "limit": 50, "min_score": 0.35}]})
 
     items: list[MemoryPublic] = Field(description="This page of memories.")
-    count: int = Field(description="Memories matching the filters (all pages).")
+    count: int = Field(description="Memories matching the filters (all pages); with `q=`, "
+                       "the matches reaching `min_score` among the 50 best of each search.")
     offset: int = Field(description="Memories skipped before this page.")
     limit: int = Field(description="The page size asked for.")
+    min_score: float | None = Field(
+        default=None, description="Only with `q=`: the relevance a match needed to be "
+        "listed (the call's `min_score`, else the configured floor).")
 
 
 _SESSION_EXAMPLE: dict[str, Any] = {

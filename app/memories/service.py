@@ -33,16 +33,15 @@ from app.memories.schemas import (
     SessionList,
     SessionPublic,
 )
+from app.recall.score import relevance
+from app.recall.search import merge
+from app.recall.text import query_terms
+from app.recall.tuning import CANDIDATES
+from app.scripts import has_han
 from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import MemoryFilter, Repository
 from app.store.builder import MemoryBuilder
 from app.store.deletes import Deletes
-
-# Rank fusion constant of the `q=` search (reciprocal rank fusion, as LanceDB's RRF
-# reranker): a memory's score is the sum over the two rankings of 1 / (k + rank).
-_RRF_K = 60
-# The `q=` search ranks this many candidates of each kind before the page is cut.
-_SEARCH_DEPTH = 500
 
 
 class MemoryService:
@@ -82,39 +81,39 @@ class MemoryService:
                               missing=[i for i in memory.msg_ids if i not in held])
 
     async def list_memories(self, where: MemoryFilter, *, offset: int, limit: int,
-                            q: str | None = None) -> MemoryList:
-        """A page of memories: newest first, or with `q` the best matches first."""
+                            q: str | None = None, min_score: float | None = None
+                            ) -> MemoryList:
+        """A page of memories: newest first, or with `q` the best matches first (those
+        reaching `min_score`, else the configured floor)."""
         if q is not None:
-            return await self._search(where, q, offset=offset, limit=limit)
+            return await self._search(where, q, offset=offset, limit=limit,
+                                      min_score=min_score)
         items, count = await self._repo.list_memories(where, offset=offset, limit=limit)
         return MemoryList(items=[MemoryPublic.from_record(m) for m in items], count=count,
                           offset=offset, limit=limit)
 
-    async def _search(self, where: MemoryFilter, q: str, *, offset: int, limit: int
-                      ) -> MemoryList:
-        """Keyword (BM25) and vector (cosine) search under the listing's filters, fused by
-        reciprocal rank. A vector match counts only above the model's cosine floor (the
-        cosine of unrelated text), so a query that matches nothing lists nothing.
+    async def _search(self, where: MemoryFilter, q: str, *, offset: int, limit: int,
+                      min_score: float | None) -> MemoryList:
+        """Keyword (BM25) and vector (cosine) search under the listing's filters, each
+        match scored as a recall scores it (`app.recall.score.relevance`: the same 0–1
+        `relevance` a recall of `q` shows in `explain`, over as many candidates), best first.
+        What falls below `min_score` (else `Settings.memory_search_floor`) is left out, so
+        a query that matches nothing lists nothing.
 
-        `count` is the number of matches found (at most `_SEARCH_DEPTH` of each kind).
+        `count` is the number of matches passing, among the `CANDIDATES` best of each search.
         """
-        vector = (await self._pool.embed_query(q)).tolist()
-        near, keyword = await self._repo.search_memories(where, vector=vector, text=q,
-                                                         limit=_SEARCH_DEPTH)
-        floor = self._settings.model_profile.cosine_floor
-        scores: dict[str, float] = {}
-        records: dict[str, MemoryRecord] = {}
-        ranked_near = [h for h in near if (h.cosine or 0.0) > floor]
-        for ranking in (ranked_near, keyword):
-            for rank, hit in enumerate(ranking):
-                records.setdefault(hit.memory.id, hit.memory)
-                scores[hit.memory.id] = scores.get(hit.memory.id, 0.0) + 1 / (_RRF_K + rank + 1)
-        order = sorted(scores, key=lambda i: (-scores[i], i))
-        page = order[offset: offset + limit]
+        floor = self._settings.memory_search_floor if min_score is None else min_score
+        query_vector = await self._pool.embed_query(q)
+        near, keyword, vectors = await self._repo.search_memories(
+            where, vector=query_vector.tolist(), text=q, limit=CANDIDATES)
+        found = merge(near, keyword, vectors, query_vector)
+        relevance(found, self._settings, terms=query_terms(q), chinese=has_han(q))
+        ranked = sorted((c for c in found if c.relevance >= floor),
+                        key=lambda c: (-c.relevance, -c.when, c.memory.id))
         return MemoryList(
-            items=[MemoryPublic.from_record(records[i], score=round(scores[i], 6))
-                   for i in page],
-            count=len(order), offset=offset, limit=limit)
+            items=[MemoryPublic.from_record(c.memory, score=round(c.relevance, 4))
+                   for c in ranked[offset: offset + limit]],
+            count=len(ranked), offset=offset, limit=limit, min_score=round(floor, 4))
 
     async def namespaces(self, principal: Principal) -> NamespaceList:
         """The namespaces the caller may read, with their counts."""

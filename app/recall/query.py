@@ -66,19 +66,22 @@ async def read_query(request: RecallRequest, settings: Settings, repo: Repositor
     return Query(request=request, parsed=parsed, hint=hint, search_text=search_text,
                  min_score=min_score, default_min_score=default_min_score,
                  max_tokens=max_tokens,
-                 favoured=await _favoured_sessions(repo, request.namespace, parsed),
+                 favoured=await _favoured_sessions(repo, request.namespace, parsed,
+                                                   as_of=request.as_of),
                  nothing_to_look_up=not cued and nothing_to_look_up(parsed.text),
                  about_period_only=hint is not None
                  and about_period_only(query_terms(search_text)))
 
 
-async def _favoured_sessions(repo: Repository, namespace: str, parsed: ParsedQuery
-                             ) -> frozenset[str]:
+async def _favoured_sessions(repo: Repository, namespace: str, parsed: ParsedQuery, *,
+                             as_of: datetime | None) -> frozenset[str]:
     """The sessions a reference phrase points to: the latest one for "just now / 刚才", the
-    latest three for "before / last time"."""
+    latest three for "before / last time"; with `as_of`, among those begun by then."""
     if parsed.reference is None:
         return frozenset()
     sessions = await repo.list_sessions(namespace)
+    if as_of is not None:
+        sessions = [x for x in sessions if _began_by(x, utc(as_of))]
 
     def last_active(session: SessionRecord) -> datetime:
         when = session.time_end or session.updated_at or session.stored_at
@@ -86,3 +89,10 @@ async def _favoured_sessions(repo: Repository, namespace: str, parsed: ParsedQue
 
     keep = 1 if parsed.reference.scope == ReferenceScope.recent else 3
     return frozenset(x.session_id for x in sorted(sessions, key=last_active, reverse=True)[:keep])
+
+
+def _began_by(session: SessionRecord, when: datetime) -> bool:
+    """Whether the session's conversation began at or before `when` (its store time when it
+    has no message times), as `existed_at` reads a memory."""
+    first = session.time_start or session.stored_at
+    return first is None or utc(first) <= when

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.classify.categories import Category
-from app.memories.schemas import Tier
+from app.memories.schemas import AS_OF, Tier
 from app.time_range import AcceptedTime, as_utc
 from app.validation import Namespace, SessionId
 
@@ -108,9 +108,11 @@ class RecallRequest(BaseModel):
     time_to: AcceptedTime | None = Field(
         default=None, description="Only memories whose messages start at this time or before.")
     as_of: AcceptedTime | None = Field(
-        default=None, description="The 'now' that memory ages are measured from. Default: the "
-        "newest matching memory's time, so a store that was quiet for months is not "
-        "discounted as a whole (see `decay` in `ScoreParts`).")
+        default=None, description="Recall as of this time. " + AS_OF + " It is also the "
+        "'now' that memory ages are measured from (see `decay` in `ScoreParts`) and that "
+        "relative dates (\"last week\", \"上周\") count from. Default: no snapshot; ages "
+        "from the newest matching memory's time, so a store that was quiet for months is not "
+        "discounted as a whole, and relative dates from the clock.")
     language: BlockLanguage = Field(
         default=BlockLanguage.auto,
         description="Language of the injection block's template; auto follows the query.")

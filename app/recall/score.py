@@ -31,6 +31,7 @@ recent one. A client can pass `as_of` to measure from a given time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from app.config import Settings
@@ -52,6 +53,59 @@ from app.storage.records import MemoryRecord
 _SECONDS_PER_DAY = 86_400.0
 
 
+@dataclass(frozen=True)
+class Matched:
+    """What `relevance` read of the candidates' words, for the ranking: the query's term
+    weights over them, each candidate's IDF-weighted share of the terms, and its BM25 part
+    (its BM25 relative to the best keyword hit, scaled by that hit's share)."""
+
+    matcher: Coverage | None
+    covered: list[float]
+    bm25_parts: list[float]
+
+
+def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: QueryTerms,
+              chinese: bool, counts: bool = False) -> Matched:
+    """Set every candidate's `vector`, `keyword` and `relevance` (in place): the 0–1 scale
+    `min_score` applies to (module docstring). Also the listing's `q=` search scores with it.
+
+    `terms`: the words searched for; `chinese`: whether that text is Chinese; `counts`: a
+    counting question (terms no candidate holds are dropped from the shares: `Coverage`).
+    """
+    s = settings
+    matcher = Coverage(terms, [c.memory.text for c in candidates],
+                       equivalents=s.recall_equivalents,
+                       drop_absent=counts) if terms and candidates else None
+    covered = matcher.scores if matcher else [0.0] * len(candidates)
+    if not candidates:
+        return Matched(matcher, covered, [])
+    best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
+    best_bm25 = candidates[best].bm25
+    best_cover = covered[best] if best_bm25 > 0 else 0.0
+    profile = s.model_profile
+    weight = profile.keyword_weight_zh if chinese else profile.keyword_weight
+    bands = cosine_bands(s)
+    shift = profile.cross_script_shift
+    across_band = None if shift is None else (bands[False][0] + shift,
+                                              bands[False][1] + shift)
+    bm25_parts = []
+    for c, cover in zip(candidates, covered, strict=True):
+        floor, ceiling = bands[chinese and has_han(c.memory.text)]
+        c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
+        rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
+        bm25_parts.append(rank_part)
+        c.keyword = 0.5 * cover + 0.5 * rank_part
+        c.relevance = (1 - weight) * c.vector + weight * c.keyword
+        if across_band is not None and in_another_script(terms, c.memory.text):
+            # No word of the question can be in it: its relevance is the vector part
+            # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
+            # keeps the mix: a memory whose words match stays ahead of one in the other
+            # language that only reads close ("我在哪里上班" and a note about Anna's work).
+            floor, ceiling = across_band
+            c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
+    return Matched(matcher, covered, bm25_parts)
+
+
 def score(candidates: list[Candidate], query: Query, settings: Settings, *,
           terms: QueryTerms, chinese: bool, unknown: float = 0.0) -> Coverage | None:
     """Score every candidate in place; returns the query's term weights over them.
@@ -63,13 +117,8 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
         return None
     s = settings
     request, parsed, hint, favoured = query.request, query.parsed, query.hint, query.favoured
-    matcher = Coverage(terms, [c.memory.text for c in candidates],
-                       equivalents=s.recall_equivalents,
-                       drop_absent=parsed.counts) if terms else None
-    covered = matcher.scores if matcher else [0.0] * len(candidates)
-    best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
-    best_bm25 = candidates[best].bm25
-    best_cover = covered[best] if best_bm25 > 0 else 0.0
+    matched = relevance(candidates, s, terms=terms, chinese=chinese, counts=parsed.counts)
+    matcher = matched.matcher
     profile = s.model_profile
     weight = profile.keyword_weight_zh if chinese else profile.keyword_weight
     # The ranking trusts the cosine only as far as the model can read the query: the
@@ -77,27 +126,12 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
     # measures how much unknown text a memory has, not what it says. `min_score` keeps
     # applying to `relevance` (the configured weights), so what passes is unchanged.
     ranking_weight = 1 - (1 - weight) * (1 - unknown)
-    bands = cosine_bands(s)
-    shift = s.model_profile.cross_script_shift
-    across_band = None if shift is None else (bands[False][0] + shift,
-                                              bands[False][1] + shift)
     reference = utc(request.as_of) if request.as_of else newest(candidates)
     about_question = parsed.reference is not None and parsed.reference.about_question
-    for index, (c, cover) in enumerate(zip(candidates, covered, strict=True)):
-        floor, ceiling = bands[chinese and has_han(c.memory.text)]
-        c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
-        rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
-        c.keyword = 0.5 * cover + 0.5 * rank_part
-        c.relevance = (1 - weight) * c.vector + weight * c.keyword
+    for index, (c, cover, rank_part) in enumerate(zip(candidates, matched.covered,
+                                                      matched.bm25_parts, strict=True)):
         c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * (
             0.5 * ranking_cover(c.memory, cover, matcher, index) + 0.5 * rank_part)
-        if across_band is not None and in_another_script(terms, c.memory.text):
-            # No word of the question can be in it: its relevance is the vector part
-            # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
-            # keeps the mix: a memory whose words match stays ahead of one in the other
-            # language that only reads close ("我在哪里上班" and a note about Anna's work).
-            floor, ceiling = across_band
-            c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
         c.decay = decay(c.memory, reference, s)
         c.importance = 1 + IMPORTANCE_BOOST * (c.memory.importance - 5) / 5
         c.tier = TIER_BOOST["longterm"] if c.memory.summary_of else \

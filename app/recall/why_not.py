@@ -81,7 +81,7 @@ class WhyNotItem(BaseModel):
     reason: str = Field(description="One readable sentence: what excluded it, with numbers.")
     filter: str | None = Field(default=None, description="`filter`: the request field that "
                                "excluded it (branch, categories, tiers, session_id, "
-                               "time_from, time_to).")
+                               "time_from, time_to, as_of).")
     state: str | None = Field(default=None, description="The memory's state.")
     relevance: float | None = Field(default=None, description="Its relevance, when scored.")
     min_score: float = Field(description="The threshold the recall applied.")
@@ -298,5 +298,9 @@ def _excluded_by(memory: MemoryRecord, where: SearchFilter) -> tuple[str, str] |
             and as_utc(start) > as_utc(where.time_to):
         return "time_to", (f"its messages start {as_utc(start).isoformat()}, after time_to "
                            f"{as_utc(where.time_to).isoformat()}")
+    if where.as_of is not None and start is not None \
+            and as_utc(start) > as_utc(where.as_of):
+        return "as_of", (f"its messages start {as_utc(start).isoformat()}, after as_of "
+                         f"{as_utc(where.as_of).isoformat()}: it did not exist yet")
     return None
 

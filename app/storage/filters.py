@@ -57,6 +57,7 @@ class MemoryFilter:
     min_importance: int | None = None
     tag: str | None = None
     pinned: bool | None = None
+    as_of: datetime | None = None  # only what existed then (`existed_at`)
 
     def to_sql(self) -> str:
         parts = [f"namespace = {sql_str(self.namespace)}"]
@@ -74,6 +75,8 @@ class MemoryFilter:
             parts.append(f"importance >= {int(self.min_importance)}")
         if self.tag is not None:
             parts.append(f"array_has(tags, {sql_str(self.tag)})")
+        if self.as_of is not None:
+            parts.append(existed_at(self.as_of).sql())
         return " AND ".join(parts)
 
 
@@ -137,12 +140,24 @@ class Clause:
         return np.asarray(column == value, dtype=bool)
 
 
+def existed_at(as_of: datetime) -> Clause:
+    """The memories that existed at `as_of`, by conversation time: those whose messages
+    begin at or before it (`MEMORY_START`; a memory without message times counts from its
+    creation). A memory whose conversation goes on past `as_of` is kept, as it is today.
+
+    The one predicate of a point-in-time view: a recall's `SearchFilter` (SQL and the
+    namespace copy's mask) and a listing's `MemoryFilter` (SQL) both take it from here.
+    """
+    return Clause(MEMORY_START, "<=", as_of)
+
+
 @dataclass(frozen=True)
 class SearchFilter:
     """Which memories a recall may return. The namespace is always part of the filter.
 
     `time_from`/`time_to` keep memories whose message time range overlaps the interval
-    (memories without message times fall back to their creation time).
+    (memories without message times fall back to their creation time); `as_of` keeps those
+    that existed then (`existed_at`).
     """
 
     namespace: str
@@ -153,6 +168,7 @@ class SearchFilter:
     time_from: datetime | None = None
     time_to: datetime | None = None
     states: tuple[str, ...] = ("active",)
+    as_of: datetime | None = None
 
     def clauses(self) -> list[Clause]:
         """The filter as clauses; a row is kept when it meets every one."""
@@ -168,6 +184,8 @@ class SearchFilter:
             found.append(Clause(MEMORY_END, ">=", self.time_from))
         if self.time_to is not None:
             found.append(Clause(MEMORY_START, "<=", self.time_to))
+        if self.as_of is not None:
+            found.append(existed_at(self.as_of))
         return found
 
     def to_sql(self) -> str:

@@ -88,6 +88,69 @@ class TestTextSearch:
         assert "q" in response.json()["error"]["message"]
 
 
+class TestSearchFloor:
+    """`q=` scores on recall's 0–1 relevance scale and lists nothing below a floor."""
+
+    @pytest.mark.parametrize(("query", "expected"), [
+        ("which database do we use for billing?", "PostgreSQL"),
+        ("我什么时候去体检？", "体检"),
+    ])
+    async def test_a_related_query_lists_the_fact_first(self, client: Any, query: str,
+                                                        expected: str) -> None:
+        for session, msgs in (("en", EN), ("en2", EN_OTHER), ("zh", ZH), ("zh2", ZH_OTHER)):
+            await store(client, msgs, session_id=session)
+        response = await client.get("/v1/memories", params={"namespace": "alice", "q": query})
+        body = response.json()
+        assert body["items"] and expected in body["items"][0]["text"], body
+        assert body["min_score"] == 0.35  # the model's recall threshold, by default
+        assert all(m["score"] >= 0.35 for m in body["items"]), body["items"]
+        assert body["count"] == len(body["items"])
+        # The memory a recall of the same text finds best (recall's relevance may be
+        # higher: its second hop searches again with the memory's own line).
+        recalled = (await client.post("/v1/recall", json={
+            "namespace": "alice", "query": query})).json()["memories"]
+        assert recalled[0]["id"] == body["items"][0]["id"]
+        assert recalled[0]["explain"]["relevance"] >= body["items"][0]["score"]
+
+    @pytest.mark.parametrize("query", ["quantum chromodynamics lecture notes",
+                                       "量子力学的期末考试", "favourite pizza topping",
+                                       "我最喜欢什么颜色"])
+    async def test_an_unrelated_query_lists_nothing(self, client: Any, query: str) -> None:
+        for session, msgs in (("en", EN), ("en2", EN_OTHER), ("zh", ZH), ("zh2", ZH_OTHER)):
+            await store(client, msgs, session_id=session)
+        response = await client.get("/v1/memories", params={"namespace": "alice", "q": query})
+        assert response.status_code == 200, response.text
+        assert (response.json()["items"], response.json()["count"]) == ([], 0)
+        # A floor of 0 lists every candidate, weakest last.
+        everything = await all_memories(client, q=query, min_score=0)
+        assert len(everything) == 4
+        assert all(m["score"] < 0.35 for m in everything), everything
+
+    async def test_the_setting_and_the_call_set_the_floor(self, open_client: Any) -> None:
+        # The question holds words the memory does not ("which", "database"): it matches
+        # well (about 0.75), not perfectly.
+        question = {"namespace": "alice", "q": "which database do we use for billing?"}
+        async with open_client(memory_search_min_score=0.9) as client:
+            await store(client, ZH_OTHER, session_id="zh2")
+            await store(client, EN, session_id="en")
+            body = (await client.get("/v1/memories", params=question)).json()
+            assert (body["items"], body["min_score"]) == ([], 0.9)
+            body = (await client.get("/v1/memories", params={**question,
+                                                              "min_score": 0.5})).json()
+            assert body["min_score"] == 0.5
+            assert [m["session_id"] for m in body["items"]] == ["en"]
+
+    async def test_min_score_needs_q_and_lies_in_0_1(self, client: Any) -> None:
+        for params in ({"min_score": 0.5}, {"q": "cat", "min_score": 1.5}):
+            response = await client.get("/v1/memories", params={"namespace": "alice",
+                                                                **params})
+            assert response.status_code == 422, response.text
+            fields = [d["field"] for d in response.json()["error"]["details"]]
+            assert fields == ["query.min_score"], fields
+        listed = (await client.get("/v1/memories", params={"namespace": "alice"})).json()
+        assert listed["min_score"] is None
+
+
 class TestUnknownQueryParameters:
     @pytest.mark.parametrize("path", [
         "/v1/memories?namespace=alice&serach=x", "/v1/namespaces?all=1",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.storage.filters import SearchFilter
+from app.storage.filters import MemoryFilter, SearchFilter
 from app.storage.records import MemoryRecord
 from app.storage.repository import Repository
 from tests.conftest import make_settings
@@ -73,6 +73,13 @@ def filters(namespace: str) -> list[SearchFilter]:
         SearchFilter(namespace=namespace, branches=("main",), categories=("plan",),
                      tiers=("session",), session_id="s'1", time_from=at(0), time_to=at(30),
                      states=("active", "forgotten")),
+        # A point in time (`existed_at`): on a start, on a creation time standing in,
+        # between, and with the other time bounds.
+        SearchFilter(namespace=namespace, as_of=at(4)),
+        SearchFilter(namespace=namespace, as_of=at(7, -2)),
+        SearchFilter(namespace=namespace, as_of=at(8, 5)),
+        SearchFilter(namespace=namespace, as_of=datetime(2024, 3, 8, 20, 0)),  # naive: UTC
+        SearchFilter(namespace=namespace, time_from=at(3), as_of=at(9)),
         SearchFilter(namespace="nobody"),
     ]
 
@@ -112,3 +119,22 @@ def test_sql_is_rendered_from_the_clauses() -> None:
         "session_id = 's1' AND coalesce(time_end, created_at) >= "
         "TIMESTAMP '2024-03-01T00:00:00+00:00' AND coalesce(time_start, created_at) <= "
         "TIMESTAMP '2024-03-01T12:00:00+00:00'")
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+async def test_a_listing_and_a_search_as_of_keep_the_same_rows(repo: Repository,
+                                                               namespace: str) -> None:
+    # One predicate (`existed_at`) for both: a listing's SQL and a search's mask agree.
+    copy = await repo.namespace_cache.get(namespace, load=True)
+    assert copy is not None
+    ids = np.array(copy.table.column("id").to_pylist(), dtype=object)
+    states = ("active", "archived", "forgotten")
+    sizes = set()
+    for as_of in (T0 - timedelta(days=1), T0 + timedelta(days=4),
+                  T0 + timedelta(days=7, hours=-2), T0 + timedelta(days=60)):
+        listed, _ = await repo.list_memories(
+            MemoryFilter(namespace=namespace, state=None, as_of=as_of), offset=0, limit=100)
+        searched = copy.mask(SearchFilter(namespace=namespace, states=states, as_of=as_of))
+        assert sorted(m.id for m in listed) == sorted(ids[searched].tolist()), as_of
+        sizes.add(len(listed))
+    assert sizes == {0, 5, 8, 40}, sizes

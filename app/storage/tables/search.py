@@ -214,12 +214,14 @@ class SearchTable(TableBase):
         return True
 
     async def search_memories(self, where: MemoryFilter, *, vector: Sequence[float], text: str,
-                              limit: int) -> tuple[list[SearchHit], list[SearchHit]]:
+                              limit: int) -> tuple[list[SearchHit], list[SearchHit], Any]:
         """The `limit` memories matching `where` closest to `vector` (cosine), and the
         `limit` best full-text (BM25) matches of `text`, both filtered before the search.
 
-        For listing with `q=`: whole records (no vectors), searched exhaustively, so every
-        filter of the listing applies exactly (the caller fuses the two rankings).
+        For listing with `q=`: whole records, searched exhaustively, so every filter of the
+        listing applies exactly. Like `text_search`, the full-text hits come with their
+        vectors as an (n, dim) float32 matrix (third), for their cosine to the query: the
+        caller scores both kinds on one scale.
         """
         sql = where.to_sql()
         columns = self._columns("memories", exclude=("vector",))
@@ -233,12 +235,13 @@ class SearchTable(TableBase):
                               near.column("_distance").to_pylist(), strict=True)]
         found = await (
             self._tables["memories"].query().nearest_to_text(full_text_query(text, "text"))
-            .where(sql).select([*columns, "_score"]).limit(limit).to_arrow())
+            .where(sql).select([*columns, "vector", "_score"]).limit(limit).to_arrow())
+        vectors = _vectors(found, self.embedding_dim)
         keyword_hits = [
-            SearchHit(MemoryRecord.from_row(row), bm25=float(score))
-            for row, score in zip(found.drop_columns(["_score"]).to_pylist(),
-                                  found.column("_score").to_pylist(), strict=True)]
-        return vector_hits, keyword_hits
+            SearchHit(MemoryRecord.from_row(row), bm25=float(score), vector=v)
+            for row, score, v in zip(found.drop_columns(["_score", "vector"]).to_pylist(),
+                                     found.column("_score").to_pylist(), vectors, strict=True)]
+        return vector_hits, keyword_hits, vectors
 
     async def memory_texts_like(self, namespace: str, text: str, *, limit: int) -> list[str]:
         """The texts of the namespace's memories (any state) that best match `text` by

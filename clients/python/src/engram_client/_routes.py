@@ -159,13 +159,15 @@ def list_memories(namespace: str, *, query: str | None = None, session_id: str |
                   branch: str | None = None, state: MemoryState | None = None,
                   tag: str | None = None, min_importance: int | None = None,
                   pinned: bool | None = None, offset: int | None = None,
-                  limit: int | None = None) -> Call[MemoryList]:
+                  limit: int | None = None, min_score: float | None = None,
+                  as_of: Time | None = None) -> Call[MemoryList]:
     """A namespace's memories, filtered and paged (`GET /v1/memories`): newest first, or by
-    relevance with a text search `query` (keyword + vector)."""
+    relevance with a text search `query` (keyword + vector; matches below `min_score` on
+    recall's 0-1 scale are left out); with `as_of`, only those that existed then."""
     return Call("GET", "/v1/memories", json_of(MemoryList), params=_given(
         namespace=namespace, q=query, session_id=session_id, category=category, tier=tier,
         branch=branch, state=state, tag=tag, min_importance=min_importance, pinned=pinned,
-        offset=offset, limit=limit))
+        offset=offset, limit=limit, min_score=min_score, as_of=_time(as_of)))
 
 
 def get_memory(memory_id: str) -> Call[Memory]:

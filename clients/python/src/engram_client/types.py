@@ -174,6 +174,7 @@ class MemoryList(TypedDict):
     count: int
     offset: int
     limit: int
+    min_score: float | None  # with a text search: the relevance a match needed
 
 
 class Event(TypedDict):
