@@ -262,7 +262,9 @@ def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecor
             # place but another attribute ("我表姐住在杭州" after "我表姐是一名护士", asked
             # for her job) matches the question's words less, and stays where it is, unless
             # it says that something changed.
-            restated = covers(j) >= covers(earlier) and share_a_subject(
+            # Holding none of them (a question in the other language) is no sign of the
+            # same answer: "每个月转三千块生活费" is not the rent "每个月八千五百块".
+            restated = covers(j) > 0 and covers(j) >= covers(earlier) and share_a_subject(
                 memory[j].text, memory[earlier].text, rarity)
             if restated or changes(j, earlier):
                 if j < len(head):

@@ -48,9 +48,18 @@ async def order(candidates: list[Candidate], query: Query, matcher: Coverage | N
         # "上周我们聊了什么？": the date is the whole question. Every memory of the period
         # answers it, best first (the date search put them among the candidates), and
         # nothing outside it does.
+        period = query.hint.only_the_period()
         for c in candidates:
-            inside = overlaps(c.memory, query.hint)
+            inside = overlaps(c.memory, period)
             c.relevance = max(c.relevance, min_score) if inside else 0.0
+    elif query.hint is not None and any(
+            c.relevance >= min_score and overlaps(c.memory, query.hint) for c in candidates):
+        # "上个月买了什么电器？": the question names when. Once a memory of that time
+        # answers it, memories of other times are no answer to it, nor its context. (When
+        # none does, the date was perhaps misremembered: it only boosts.)
+        for c in candidates:
+            if not overlaps(c.memory, query.hint):
+                c.relevance = 0.0
     context_floor = min_score * CONTEXT_THRESHOLD_FACTOR
     admitted = min_score
     if any(c.relevance >= min_score for c in candidates):

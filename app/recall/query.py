@@ -21,7 +21,7 @@ from app.recall.schemas import RecallRequest
 from app.recall.text import query_terms
 from app.recall.tuning import REFERENCE_THRESHOLD_FACTOR
 from app.recall.turns import about_period_only, nothing_to_look_up
-from app.recall.when import TimeHint, find_time_hint, strip_phrase
+from app.recall.when import TimeHint, find_bare_month, find_time_hint, strip_phrase
 from app.storage.records import SessionRecord
 from app.storage.repository import Repository
 
@@ -48,7 +48,14 @@ async def read_query(request: RecallRequest, settings: Settings, repo: Repositor
     """The question's search text, date, threshold, budget and the sessions it points to."""
     s = settings
     parsed = parse_query(request.query)
-    hint = find_time_hint(parsed.text, reference=utc(request.as_of or datetime.now(UTC)))
+    reference = utc(request.as_of or datetime.now(UTC))
+    hint = find_time_hint(parsed.text, reference=reference)
+    if hint is None:
+        # "九月份我们聊了什么？": a bare month is read where it is all the question asks.
+        month = find_bare_month(parsed.text, reference=reference)
+        if month is not None and about_period_only(
+                query_terms(strip_phrase(parsed.text, month.phrase))):
+            hint = month
     search_text = strip_phrase(parsed.text, hint.phrase) if hint else parsed.text
     default_min_score = s.model_profile.min_score
     min_score = default_min_score if request.min_score is None else request.min_score

@@ -11,8 +11,10 @@ also in Chinese numerals: "2025年十一月"), a month of a year relative to now
 year", "去年三月"; a bare month or "last year" alone is not read: "born in May", "his trip
 last year" say when something happened, not when it was said) and a few relative periods
 (yesterday / 昨天, last week / 上周, …), relative to the request's `as_of` or the clock.
-A day gets a window of a day either side (time zones, late-night sessions); "before X" /
-"之前" looks back two weeks from X. Pure functions.
+A day gets a window of a day either side (time zones, late-night sessions); a question about
+the period alone ("what did we talk about on June 1?") takes only hours around it. A bare
+month counts only in such a question ("九月份我们聊了什么？"). "before X" / "之前" looks back two
+weeks from X. Pure functions.
 """
 
 from __future__ import annotations
@@ -69,10 +71,11 @@ def _relative(english: str, chinese: str) -> re.Pattern[str]:
 
 
 def _days(back: int, length: int) -> Callable[[datetime], tuple[datetime, datetime]]:
-    """A period of `length` days starting `back` days before today, and a day of slack."""
+    """A period of `length` days starting `back` days before today (`_hint` adds the slack
+    of a day)."""
     def period(today: datetime) -> tuple[datetime, datetime]:
         start = today - timedelta(days=back)
-        return start, start + timedelta(days=length + 1)
+        return start, start + timedelta(days=length)
     return period
 
 
@@ -101,14 +104,30 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[datetime], tuple[datetime, dat
     (_relative("last month", "上个?月"), _last_month),
     (_relative("(?:the )?past month", "过去一个月|最近一个月"), _days(31, 31)),
 )
+_DAYS_BACK = frozenset(period for _, period in _RELATIVE
+                       if period not in (_last_week, _last_month))
 _COMPILED = tuple(re.compile(p, re.I) for p in _EN_PATTERNS + _ZH_PATTERNS)
+
+
+# The slack a named day gets: time zones and late-night sessions (a chat at 1 am is
+# "yesterday's"). A question about the period as a whole takes only the hours around it
+# (`PERIOD_SLACK`): "what did we talk about on June 1?" is not answered by May 31.
+DAY_SLACK = timedelta(days=1)
+PERIOD_SLACK = timedelta(hours=6)
 
 
 @dataclass(frozen=True)
 class TimeHint:
-    start: datetime  # inclusive
+    start: datetime  # inclusive: the searched window, with slack around a day
     end: datetime  # exclusive
     phrase: str
+    # The period itself (a day without its slack); None: the window is the period.
+    period: tuple[datetime, datetime] | None = None
+
+    def only_the_period(self) -> TimeHint:
+        """The named period and `PERIOD_SLACK` around it, for a question about it alone."""
+        start, end = self.period or (self.start, self.end)
+        return TimeHint(start - PERIOD_SLACK, end + PERIOD_SLACK, self.phrase)
 
 
 def _month_number(match: re.Match[str]) -> int | None:
@@ -148,9 +167,17 @@ def _window(match: re.Match[str], reference: datetime) -> tuple[datetime, dateti
         date = datetime(year, month, day, tzinfo=UTC)
         if before:
             return date - timedelta(days=15), date + timedelta(days=1)
-        return date - timedelta(days=1), date + timedelta(days=2)
+        return date, date + timedelta(days=1)
     except (ValueError, OverflowError):  # 31 February; a year beyond the calendar
         return None
+
+
+def _hint(start: datetime, end: datetime, phrase: str) -> TimeHint:
+    """A named day gets `DAY_SLACK` either side to search and boost; a longer period none.
+    `period` keeps the named span."""
+    if end - start <= timedelta(days=1):
+        return TimeHint(start - DAY_SLACK, end + DAY_SLACK, phrase, period=(start, end))
+    return TimeHint(start, end, phrase)
 
 
 def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
@@ -164,7 +191,7 @@ def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
         if match:
             window = _window(match, reference)
             if window:
-                return TimeHint(window[0], window[1], match.group(0).strip())
+                return _hint(window[0], window[1], match.group(0).strip())
     today = reference.replace(hour=0, minute=0, second=0, microsecond=0)
     for pattern, period in _RELATIVE:
         match = pattern.search(text)
@@ -173,7 +200,28 @@ def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
                 start, end = period(today)
             except (OverflowError, ValueError):  # an `as_of` at the edge of the calendar
                 return None
+            if period in _DAYS_BACK:
+                # "yesterday", "the past week": a day of slack after (a late night).
+                return TimeHint(start, end + DAY_SLACK, match.group(0), period=(start, end))
             return TimeHint(start, end, match.group(0))
+    return None
+
+
+_BARE_MONTHS = (re.compile(rf"(?:in|during)\s+(?:the\s+month\s+of\s+)?{_MONTH}(?![a-z]|\s*\d)",
+                           re.I),
+                re.compile(rf"{_ZH_MONTH}\s*月(?:份)?(?!\s*\d|\s*[日号])"))
+
+
+def find_bare_month(text: str, *, reference: datetime) -> TimeHint | None:
+    """A month named without a year ("in September", "九月份"): the latest such month not
+    after the reference time. Not read in every question ("born in May" says when
+    something happened): only where the month is all a question asks about (`query.py`)."""
+    for pattern in _BARE_MONTHS:
+        match = pattern.search(text)
+        if match:
+            window = _window(match, reference)
+            if window:
+                return TimeHint(window[0], window[1], match.group(0).strip())
     return None
 
 
