@@ -13,6 +13,9 @@ import numpy as np
 from app.recall.schemas import Layer, RecalledMemory, ScoreParts
 from app.storage.records import MemoryRecord
 
+# The id prefix of a provisional memory: pending messages not built yet (pending.py).
+PENDING_PREFIX = "pending:"
+
 
 @dataclass
 class Candidate:
@@ -110,4 +113,10 @@ def public(p: Packed) -> RecalledMemory:
         time_start=m.time_start, time_end=m.time_end, category=m.category, tier=m.tier,
         importance=m.importance, branch=m.branch, layer=layer(m), tokens=p.tokens,
         score=round(c.score, 4), trimmed=p.trimmed, explain=score_parts(c),
+        provisional=provisional(p),
     )
+
+
+def provisional(p: Packed) -> bool:
+    """Whether a packed memory stands for pending messages, not built yet (pending.py)."""
+    return p.candidate.memory.id.startswith(PENDING_PREFIX)

@@ -59,7 +59,7 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
 
     async def one(part: str, part_terms: QueryTerms
                   ) -> tuple[list[Candidate], Coverage | None]:
-        found = await searcher.search(query, part, metrics=metrics)
+        found = await searcher.search(query, part, terms=part_terms, metrics=metrics)
         unknown = pool.unknown_share(part)
         return found, score(found, query, settings, terms=part_terms,
                             chinese=has_han(part), unknown=unknown)

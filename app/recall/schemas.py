@@ -166,6 +166,11 @@ class RecalledMemory(BaseModel):
     score: float = Field(description="Final score: relevance × decay × boost.")
     explain: ScoreParts
     trimmed: bool = Field(description=TRIMMED)
+    provisional: bool = Field(
+        default=False, description="Stored with `wait=false` and not built into a memory "
+        "yet: the session's pending messages that match the query, as they were sent "
+        "(read-your-writes). `id` is `pending:<session_id>:<first msg_id>`; once the build "
+        "lands, the same recall returns the real memory instead.")
 
 
 class ReferenceInfo(BaseModel):

@@ -134,7 +134,9 @@ class WhyNotService:
         return WhyNotResponse(
             namespace=request.namespace, query=request.query, min_score=result.min_score,
             top_k=request.top_k, max_tokens=result.max_tokens, tokens=result.tokens,
-            recalled=[m.id for m in result.memories], candidates=result.candidates,
+            # Memories only: a provisional one (pending messages, pending.py) is none.
+            recalled=[m.id for m in result.memories if not m.provisional],
+            candidates=result.candidates,
             items=items)
 
     async def _one(self, memory_id: str, memory: MemoryRecord | None, result: RecallResponse,

@@ -60,6 +60,19 @@ class MemoriesTable(TableBase):
         rows = await self._select("memories", MemoryRecord, where)
         return sorted(rows, key=lambda m: (m.start_seq, m.part))
 
+    async def built_msg_ids(self, namespace: str, session_ids: Collection[str]
+                            ) -> set[tuple[str, str]]:
+        """(session, msg_id) of every message a memory of these sessions holds (any state):
+        what recall must not return as pending any more."""
+        if not session_ids:
+            return set()
+        where = f"namespace = {sql_str(namespace)} AND {sql_in('session_id', sorted(session_ids))}"
+        rows = await (self._tables["memories"].query().where(where)
+                      .select(["session_id", "msg_ids"]).to_arrow())
+        return {(session_id, msg_id) for session_id, msg_ids in zip(
+            rows.column("session_id").to_pylist(), rows.column("msg_ids").to_pylist(),
+            strict=True) for msg_id in msg_ids or ()}
+
     async def list_memories(
         self, where: MemoryFilter, *, offset: int, limit: int
     ) -> tuple[list[MemoryRecord], int]:
