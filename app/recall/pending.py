@@ -17,9 +17,9 @@ after the other searches ran, and their messages are left out (a memory the sear
 was written before that read).
 
 Limits: only by keyword (a question in another language than the message does not find
-it), only sessions' messages that pass the request's branch, session and time filters
-(none when it filters by category: a pending message has none yet), at most
-`PENDING_CANDIDATES` sessions.
+it), only messages that pass the request's branch, session and time filters (none when
+it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
+sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from app.embedding.pool import EmbeddingPool
 from app.recall.candidates import PENDING_PREFIX, Candidate, utc
 from app.recall.text import Coverage, QueryTerms
-from app.recall.tuning import PENDING_CANDIDATES, PENDING_VECTORS
+from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_VECTORS
 from app.scripts import has_han
 from app.storage.records import MemoryRecord, MessageRecord
 from app.storage.repository import Repository, SearchFilter
@@ -66,12 +66,16 @@ class PendingSearch:
         built = {(c.memory.session_id, i) for c in found for i in c.memory.msg_ids}
         built |= await self._repo.built_msg_ids(
             messages[0].namespace, {m.session_id for m in matching})
-        sessions: dict[str, list[MessageRecord]] = defaultdict(list)
-        for m in matching:
-            if (m.session_id, m.msg_id) not in built:
-                sessions[m.session_id].append(m)
+        sessions: dict[str, list[tuple[float, MessageRecord]]] = defaultdict(list)
+        for m, share in zip(messages, shares, strict=True):
+            if share > 0 and (m.session_id, m.msg_id) not in built:
+                sessions[m.session_id].append((share, m))
+        # Per session its best matching messages (the latest of equals), in order.
+        groups = [sorted((m for _, m in sorted(held, key=lambda h: (-h[0], -h[1].seq))
+                          [:PENDING_LINES]), key=lambda m: m.seq)
+                  for held in sessions.values()]
         # The latest sessions first: what was just said is what is asked about.
-        latest = sorted(sessions.values(), key=_latest, reverse=True)[:PENDING_CANDIDATES]
+        latest = sorted(groups, key=_latest, reverse=True)[:PENDING_CANDIDATES]
         if not latest:
             return []
         memories = [_provisional(group) for group in latest]

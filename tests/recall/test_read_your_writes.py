@@ -97,6 +97,23 @@ class TestBeforeTheBuild:
             assert categorised["memories"] == []
         await wait_idle(client)
 
+    async def test_a_large_pending_session_gives_its_best_lines(self, client: Any) -> None:
+        """A whole import not built yet is no memory larger than any budget: the session's
+        best matching messages (the latest of equals), in order."""
+        notes = [{"msg_id": f"n{i}", "role": "user",
+                  "content": f"Garden note {i}: the roses by the fence need water."}
+                 for i in range(20)]
+        async with client.app.state.engram.locks.hold("alice"):
+            response = await client.post("/v1/store", json={
+                "namespace": "alice", "session_id": "s1", "wait": False, "messages": notes})
+            assert response.status_code == 202, response.text
+            body = await recall(client, "Do the roses need water?", max_tokens=2000)
+            [memory] = body["memories"]
+            assert memory["provisional"] is True
+            assert memory["msg_ids"][-1] == "n19"
+            assert 0 < len(memory["msg_ids"]) <= 8
+        await wait_idle(client)
+
     async def test_why_not_offers_no_provisional_memory(self, client: Any) -> None:
         async with client.app.state.engram.locks.hold("alice"):
             await store_later(client, FACTS["en"]["content"])
