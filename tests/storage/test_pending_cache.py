@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.storage.records import MessageRecord
-from app.storage.repository import Repository
+from app.storage.records import MemoryRecord, MessageRecord
+from app.storage.repository import Repository, SearchFilter
 from tests.conftest import make_settings
 
 DIM = 16
@@ -92,3 +92,26 @@ class TestFollowsTheWrites:
         await cached.delete_namespace("bob")
         assert await same(cached, plain, "bob") == []
         assert [m for _, m, _ in await same(cached, plain, "alice")] == ["m1"]
+
+
+class TestBuiltMessages:
+    async def test_the_namespace_copy_and_lancedb_agree(
+            self, repos: tuple[Repository, Repository]) -> None:
+        """What recall leaves out of the pending messages: those a memory holds."""
+        cached, plain = repos
+        plain.namespace_cache.max_namespace_rows = 0  # never copied: LanceDB answers
+        vector = [1.0] + [0.0] * (DIM - 1)
+        await cached.upsert_memories([
+            MemoryRecord(id=f"mem{i}", namespace="alice", session_id=f"s{i % 3}", text="x",
+                         vector=vector, msg_ids=[f"m{i}", f"m{i + 1}"],
+                         state="compressed" if i == 4 else "active") for i in range(8)])
+        await cached.upsert_memories([MemoryRecord(id="bob1", namespace="bob", session_id="s1",
+                                                   text="x", vector=vector, msg_ids=["b1"])])
+        # A search loads alice's copy (an exact search of a small namespace).
+        await cached.vector_search(vector, SearchFilter(namespace="alice"), limit=3, exact=True)
+        assert await cached.namespace_cache.get("alice", load=False) is not None
+        for sessions in ({"s1"}, {"s0", "s2"}, {"s9"}):
+            held = await cached.built_msg_ids("alice", sessions)
+            assert held == await plain.built_msg_ids("alice", sessions)
+        assert ("s1", "m5") in await cached.built_msg_ids("alice", {"s1"})  # compressed too
+        assert await cached.built_msg_ids("bob", {"s1"}) == {("s1", "b1")}
