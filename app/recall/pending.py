@@ -133,3 +133,13 @@ def _provisional(group: list[MessageRecord]) -> MemoryRecord:
         msg_ids=[m.msg_id for m in group], msg_count=len(group),
         state="pending", language="zh" if any(has_han(m.content) for m in group) else "en",
     )
+
+
+def without_built(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates of one recall's searches (its parts and hop), without a provisional
+    one holding a message that a memory among them holds: a build that landed between two
+    of the searches (each leaves out what was built when it ran) is returned once."""
+    built = {(c.memory.session_id, i) for c in candidates
+             if not c.memory.id.startswith(PENDING_PREFIX) for i in c.memory.msg_ids}
+    return [c for c in candidates if not c.memory.id.startswith(PENDING_PREFIX)
+            or built.isdisjoint((c.memory.session_id, i) for i in c.memory.msg_ids)]

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from app.recall.candidates import Candidate
+from app.recall.pending import without_built
+from app.storage.records import MemoryRecord
 from tests.helpers import wait_idle
 
 FACTS = {
@@ -168,3 +171,17 @@ class TestAfterTheBuild:
             body = await recall(client, FACTS["en"]["query"])
             assert len(holding(body, "f1")) == 1, body
         await wait_idle(client)
+
+
+class TestOneRecallsSearches:
+    def test_a_build_landing_between_two_searches_is_returned_once(self) -> None:
+        """A question's parts and hop search one after another: one may find the message
+        pending, a later one its new memory; the recall keeps the memory."""
+        def candidate(memory_id: str, session_id: str, msg_ids: list[str]) -> Candidate:
+            return Candidate(MemoryRecord(id=memory_id, namespace="alice",
+                                          session_id=session_id, msg_ids=msg_ids))
+
+        kept = without_built([
+            candidate("pending:s1:f1", "s1", ["f1"]), candidate("mem_a", "s1", ["f0", "f1"]),
+            candidate("pending:s2:f1", "s2", ["f1"]), candidate("pending:s1:f2", "s1", ["f2"])])
+        assert [c.memory.id for c in kept] == ["mem_a", "pending:s2:f1", "pending:s1:f2"]
