@@ -16,6 +16,9 @@ before it marks the messages done, so the built memories of the sessions concern
 after the other searches ran, and their messages are left out (a memory the searches found
 was written before that read).
 
+What the build would cut out of a message is cut out here too: an injection block it
+carries (the recall firewall's rule 1); a message that is nothing but one is left out.
+
 Limits: only by keyword (a question in another language than the message does not find
 it), only messages that pass the request's branch, session and time filters (none when
 it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
@@ -25,33 +28,61 @@ sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
+from dataclasses import replace
 
 import numpy as np
 
 from app.embedding.pool import EmbeddingPool
 from app.recall.candidates import PENDING_PREFIX, Candidate, utc
 from app.recall.text import Coverage, QueryTerms
-from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_VECTORS
+from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_TEXTS
 from app.scripts import has_han
 from app.storage.records import MemoryRecord, MessageRecord
 from app.storage.repository import Repository, SearchFilter
+from app.store.firewall import own_words
 
 
 class PendingSearch:
     """Finds a question's words in a namespace's pending messages (module docstring)."""
 
-    def __init__(self, repo: Repository, pool: EmbeddingPool) -> None:
+    def __init__(self, repo: Repository, pool: EmbeddingPool, *, firewall: bool) -> None:
         self._repo = repo
         self._pool = pool
+        self._firewall = firewall
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> its vector
+        # (role, content) -> its own words (firewall rule 1), None: it carries no block.
+        self._own: OrderedDict[tuple[str, str], str | None] = OrderedDict()
 
     async def read(self, where: SearchFilter) -> list[MessageRecord]:
-        """The namespace's pending messages that the request's filters let a search see."""
+        """The namespace's pending messages that the request's filters let a search see, as
+        their build will take them: an injection block a message carries cut out (the
+        recall firewall's rule 1, app/store/firewall.py), so recall never serves its own
+        block back as something said."""
         if where.categories is not None or (where.tiers is not None
                                             and "session" not in where.tiers):
             return []
-        messages = await self._repo.pending_messages(where.namespace)
-        return [m for m in messages if _passes(m, where)]
+        messages = [m for m in await self._repo.pending_messages(where.namespace)
+                    if _passes(m, where)]
+        if not self._firewall:
+            return messages
+        kept = []
+        for m in messages:
+            words = self._own_words(m)
+            if words is None:
+                kept.append(m)
+            elif words:
+                kept.append(replace(m, content=words))
+        return kept
+
+    def _own_words(self, message: MessageRecord) -> str | None:
+        key = (message.role, message.content)
+        if key in self._own:
+            self._own.move_to_end(key)
+            return self._own[key]
+        words = self._own[key] = own_words(message.content, message.role)
+        while len(self._own) > PENDING_TEXTS:
+            self._own.popitem(last=False)
+        return words
 
     async def candidates(self, messages: list[MessageRecord], terms: QueryTerms, *,
                          query_vector: np.ndarray, found: list[Candidate]) -> list[Candidate]:
@@ -92,7 +123,7 @@ class PendingSearch:
             for text, vector in zip(missing, await self._pool.embed_for_recall(missing),
                                     strict=True):
                 self._vectors[text] = vector.astype(np.float32)
-            while len(self._vectors) > PENDING_VECTORS:
+            while len(self._vectors) > PENDING_TEXTS:
                 self._vectors.popitem(last=False)
         for text in texts:
             self._vectors.move_to_end(text)

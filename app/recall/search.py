@@ -61,7 +61,7 @@ class Searcher:
         self._pool = pool
         self._settings = settings
         self._sizes = _SizeCache()
-        self._pending = PendingSearch(repo, pool)
+        self._pending = PendingSearch(repo, pool, firewall=settings.store_firewall)
 
     async def search(self, query: Query, text: str, *, terms: QueryTerms,
                      metrics: Metrics | None) -> list[Candidate]:

@@ -27,9 +27,9 @@ PENDING_CANDIDATES = 10
 # Pending messages of one session a provisional memory holds (the best matching, in order):
 # a whole import being built would otherwise be one memory larger than any budget.
 PENDING_LINES = 8
-# Pending texts whose vectors a recall keeps between recalls (read-your-writes: the same
-# new turns are asked about until their build lands).
-PENDING_VECTORS = 1_000
+# Pending texts whose vectors (and messages whose firewalled words) recall keeps between
+# recalls (read-your-writes: the same new turns are asked about until their build lands).
+PENDING_TEXTS = 1_000
 
 # --- hop ---
 # Memories whose lines a second hop may start from: the best memory's line is not always

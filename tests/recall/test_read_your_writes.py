@@ -117,6 +117,28 @@ class TestBeforeTheBuild:
             assert 0 < len(memory["msg_ids"]) <= 8
         await wait_idle(client)
 
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_recall_never_serves_its_own_block_back(self, client: Any,
+                                                          language: str) -> None:
+        """The recall firewall's rule 1 applies before the build: a pending message
+        carrying an injection block is returned as its own words only."""
+        fact = FACTS[language]
+        response = await client.post("/v1/store", json={
+            "namespace": "alice", "session_id": "facts",
+            "messages": [{"msg_id": "k1", "role": "user", "content": fact["content"]}]})
+        assert response.status_code == 200, response.text
+        block = (await recall(client, fact["query"], min_score=0.0))["block"]
+        assert fact["word"] in block
+        own = {"en": "Thanks! Also, my passport photo is in the blue folder.",
+               "zh": "谢谢！另外，我的护照照片在蓝色文件夹里。"}[language]
+        async with client.app.state.engram.locks.hold("alice"):
+            await store_later(client, f"{block}\n\n{own}")
+            body = await recall(client, fact["query"])
+            [pending] = [m for m in body["memories"] if m["provisional"]]
+            assert pending["text"] == f"user: {own}"
+            assert pending["msg_ids"] == ["f1"]
+        await wait_idle(client)
+
     async def test_why_not_offers_no_provisional_memory(self, client: Any) -> None:
         async with client.app.state.engram.locks.hold("alice"):
             await store_later(client, FACTS["en"]["content"])
