@@ -149,6 +149,7 @@ class TestBeforeTheBuild:
             body = response.json()
             assert body["recalled"] == []
             assert body["items"][0]["verdict"] == "not_found"
+            assert "provisional" in body["items"][0]["reason"]
         await wait_idle(client)
 
 
