@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     # their sessions (app/storage/log_cache.py, ~0.3 KB each): a `wait=false` append then
     # counts new and unchanged messages without reading the raw log. 0 turns it off.
     raw_log_cache_max_rows: int = Field(default=20_000, ge=0)
+    # Pending messages (with content) held between recalls, which search them until their
+    # build lands (app/storage/pending_cache.py, read-your-writes). 0 turns it off: every
+    # recall then reads the namespace's pending rows from the raw log.
+    pending_cache_max_rows: int = Field(default=5_000, ge=0)
     skip_small_talk: bool = True
     # The recall firewall (app/store/firewall.py): Engram's own injection block, or an
     # assistant/system message quoting stored memories, is made into no memory.

@@ -161,6 +161,14 @@ class EmbeddingPool:
         vector: Vector = vectors[0]
         return vector
 
+    async def embed_for_recall(self, texts: list[str]) -> Vector:
+        """Encode a few texts a recall needs now (its pending messages: read-your-writes),
+        in the question's pass, as questions. Never steps aside: the recall in flight is
+        what other work steps aside for, and waiting for it here would wait for itself."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return await self._submit(texts, Lane.query)
+
     async def embed_many(self, texts: list[str], *, query: bool = False,
                          background: bool = False) -> Vector:
         """Encode many texts slice by slice, on the stored-text thread.

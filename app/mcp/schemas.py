@@ -47,12 +47,15 @@ class RecalledBrief(BaseModel):
     session_id: str
     time_start: datetime | None
     score: float
+    provisional: bool = Field(default=False, description="Stored with wait=false and not "
+                              "built into a memory yet (its messages as sent).")
 
     @classmethod
     def from_recalled(cls, memory: RecalledMemory) -> RecalledBrief:
         return cls(id=memory.id, text=memory.text, category=memory.category,
                    tier=memory.tier.value, session_id=memory.session_id,
-                   time_start=memory.time_start, score=round(memory.score, 4))
+                   time_start=memory.time_start, score=round(memory.score, 4),
+                   provisional=memory.provisional)
 
 
 class RecallToolResult(BaseModel):

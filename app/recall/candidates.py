@@ -13,6 +13,9 @@ import numpy as np
 from app.recall.schemas import Layer, RecalledMemory, ScoreParts, SupersededBy
 from app.storage.records import MemoryRecord
 
+# The id prefix of a provisional memory: pending messages not built yet (pending.py).
+PENDING_PREFIX = "pending:"
+
 
 @dataclass
 class Candidate:
@@ -118,4 +121,10 @@ def public(p: Packed, returned: frozenset[str] = frozenset()) -> RecalledMemory:
         score=round(c.score, 4), trimmed=p.trimmed, explain=score_parts(c),
         superseded_by=SupersededBy(id=newer.id, time=newer.time_start or newer.time_end)
         if newer is not None else None,
+        provisional=provisional(p),
     )
+
+
+def provisional(p: Packed) -> bool:
+    """Whether a packed memory stands for pending messages, not built yet (pending.py)."""
+    return p.candidate.memory.id.startswith(PENDING_PREFIX)

@@ -19,6 +19,7 @@ from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics
 from app.recall.candidates import Candidate
 from app.recall.lines import lines, one_speaker
+from app.recall.pending import without_built
 from app.recall.query import Query
 from app.recall.references import split_questions
 from app.recall.score import score
@@ -59,7 +60,7 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
 
     async def one(part: str, part_terms: QueryTerms
                   ) -> tuple[list[Candidate], Coverage | None]:
-        found = await searcher.search(query, part, metrics=metrics)
+        found = await searcher.search(query, part, terms=part_terms, metrics=metrics)
         unknown = pool.unknown_share(part)
         return found, score(found, query, settings, terms=part_terms,
                             chinese=has_han(part), unknown=unknown)
@@ -88,7 +89,7 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
             kept = best.get(c.memory.id)
             if kept is None or c.score > kept.score:
                 best[c.memory.id] = c
-    merged = list(best.values())
+    merged = without_built(list(best.values()))
     matcher = None
     if terms:
         # One question and its hop: the first search's candidates were read for these

@@ -192,6 +192,11 @@ class RecalledMemory(BaseModel):
         "subject, or that answers the same question and says that something changed "
         "(moved, switched, stopped, replaced, rescheduled, \"now\", 改成, 不…了), in Chinese, "
         "English or across them.")
+    provisional: bool = Field(
+        default=False, description="Stored with `wait=false` and not built into a memory "
+        "yet: the session's pending messages that match the query, as they were sent "
+        "(read-your-writes). `id` is `pending:<session_id>:<first msg_id>`; once the build "
+        "lands, the same recall returns the real memory instead.")
 
 
 class ReferenceInfo(BaseModel):

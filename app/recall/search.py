@@ -4,6 +4,8 @@ The keyword search runs while the question is embedded, the vector search as soo
 embedding is there; both filter by namespace first, so no other namespace can ever appear.
 Each returns `CANDIDATES` memories. A named date or a referenced session adds a small vector
 search inside it. A keyword-only hit gets its cosine from its stored vector: one scale for all.
+The pending search (pending.py) adds the namespace's messages not built into memories yet
+that hold a word of the question, as provisional memories (read-your-writes).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics
 from app.recall.candidates import Candidate, utc
+from app.recall.pending import PendingSearch
 from app.recall.query import Query
 from app.recall.schemas import RecallRequest
+from app.recall.text import QueryTerms
 from app.recall.tuning import CANDIDATES, NAMESPACE_SIZE_TTL, WINDOW_CANDIDATES
 from app.storage.repository import Repository, SearchFilter, SearchHit
 
@@ -58,11 +62,13 @@ class Searcher:
         self._pool = pool
         self._settings = settings
         self._sizes = _SizeCache()
+        self._pending = PendingSearch(repo, pool, firewall=settings.store_firewall)
 
-    async def search(self, query: Query, text: str, *, metrics: Metrics | None
-                     ) -> list[Candidate]:
-        """The candidates for `text` (the question or a part or hop of it), unscored;
-        `metrics` observes the steps' times (engram_recall_search_seconds)."""
+    async def search(self, query: Query, text: str, *, terms: QueryTerms,
+                     metrics: Metrics | None) -> list[Candidate]:
+        """The candidates for `text` (the question or a part or hop of it, whose words are
+        `terms`), unscored; `metrics` observes the steps' times
+        (engram_recall_search_seconds)."""
         request, hint = query.request, query.hint
         where = search_filter(request)
         # Not more with a larger top_k: the candidates are also the corpus of the keyword
@@ -80,6 +86,7 @@ class Searcher:
             return found
 
         keyword = asyncio.create_task(keyword_search())
+        pending = asyncio.create_task(self._pending.read(where))
         try:
             query_vector, exact = await asyncio.gather(
                 self._pool.embed_query(text), self._exact_search(request.namespace))
@@ -89,13 +96,15 @@ class Searcher:
                                                               exact=exact))
             done = time.perf_counter()
             keyword_hits, keyword_vectors = await keyword
+            pending_messages = await pending
             if step is not None:
                 step.labels("vector_ready").observe(at - started)
                 step.labels("vector").observe(done - at)
                 step.labels("keyword_left").observe(time.perf_counter() - done)
         finally:
-            if not keyword.done():
-                keyword.cancel()
+            for task in (keyword, pending):
+                if not task.done():
+                    task.cancel()
         # What a date or a reference phrase points to competes even if the plain searches
         # ranked it too low: a small extra search inside that window or session (all at
         # once; their hits are appended in this order).
@@ -115,7 +124,15 @@ class Searcher:
             vector_hits += hits
         if step is not None and extra:
             step.labels("extra").observe(time.perf_counter() - at)
-        return merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
+        found = merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
+        # After the other searches: a memory they found was built before the pending
+        # search reads which messages are built (pending.py).
+        at = time.perf_counter()
+        found += await self._pending.candidates(pending_messages, terms,
+                                                query_vector=query_vector, found=found)
+        if step is not None:
+            step.labels("pending").observe(time.perf_counter() - at)
+        return found
 
     async def _exact_search(self, namespace: str) -> bool:
         """Scan a small namespace exhaustively even when the table has a vector index.

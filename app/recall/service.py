@@ -27,7 +27,7 @@ from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics, lap_timer
 from app.recall.block import TokenCounter, block_language, render_block
-from app.recall.candidates import Trace, layer, public
+from app.recall.candidates import Trace, layer, provisional, public
 from app.recall.hits import HitRecorder
 from app.recall.hop import find
 from app.recall.order import order
@@ -109,10 +109,11 @@ class RecallService:
             packed = [p for p in packed if p.candidate.memory.id not in earlier]
         if record_hits:
             # A statement a later one changed answers nothing now: it does not climb.
+            # Provisional memories (pending messages, pending.py) are no memories to count.
             self._hits.record(request.namespace, [
                 p.candidate.memory.id for p in packed
                 if p.candidate.relevance >= query.min_score
-                and p.candidate.memory.id not in earlier])
+                and p.candidate.memory.id not in earlier and not provisional(p)])
         language = block_language(request.language, request.query)
         block, frame = render_block(packed, language=language)
         block_tokens = self.tokens.block(block, frame, [p.text for p in packed],

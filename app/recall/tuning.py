@@ -21,6 +21,16 @@ WINDOW_CANDIDATES = 20
 # count changes slowly, and reading it is a query per recall.
 NAMESPACE_SIZE_TTL = 60.0
 
+# Sessions whose pending messages (stored with wait=false, not built yet) a search returns
+# as provisional memories: a store's few new turns, not a whole import being built.
+PENDING_CANDIDATES = 10
+# Pending messages of one session a provisional memory holds (the best matching, in order):
+# a whole import being built would otherwise be one memory larger than any budget.
+PENDING_LINES = 8
+# Pending texts whose vectors (and messages whose firewalled words) recall keeps between
+# recalls (read-your-writes: the same new turns are asked about until their build lands).
+PENDING_TEXTS = 1_000
+
 # --- hop ---
 # Memories whose lines a second hop may start from: the best memory's line is not always
 # the one naming the thing asked about (a day of notes sharing common words outranks it).

@@ -37,7 +37,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.embedding.pool import EmbeddingPool
-from app.recall.candidates import Candidate, Packed, PassedOver, Trace, score_parts
+from app.recall.candidates import (
+    PENDING_PREFIX,
+    Candidate,
+    Packed,
+    PassedOver,
+    Trace,
+    score_parts,
+)
 from app.recall.schemas import RecallRequest, RecallResponse, ScoreParts
 from app.recall.search import search_filter
 from app.recall.service import RecallService
@@ -134,7 +141,9 @@ class WhyNotService:
         return WhyNotResponse(
             namespace=request.namespace, query=request.query, min_score=result.min_score,
             top_k=request.top_k, max_tokens=result.max_tokens, tokens=result.tokens,
-            recalled=[m.id for m in result.memories], candidates=result.candidates,
+            # Memories only: a provisional one (pending messages, pending.py) is none.
+            recalled=[m.id for m in result.memories if not m.provisional],
+            candidates=result.candidates,
             items=items)
 
     async def _one(self, memory_id: str, memory: MemoryRecord | None, result: RecallResponse,
@@ -142,10 +151,13 @@ class WhyNotService:
                    vector: _QueryVector, request: RecallRequest) -> WhyNotItem:
         threshold = result.min_score
         if memory is None:
+            provisional = (" (a provisional id stands for messages not built into a memory "
+                           "yet: it is no memory)" if memory_id.startswith(PENDING_PREFIX)
+                           else "")
             return WhyNotItem(memory_id=memory_id, verdict=Verdict.not_found,
                               min_score=threshold,
                               reason=f"no memory {memory_id!r} in namespace "
-                              f"{request.namespace!r}")
+                              f"{request.namespace!r}{provisional}")
         if memory.state not in where.states:
             return WhyNotItem(
                 memory_id=memory_id, verdict=Verdict.state, state=memory.state,

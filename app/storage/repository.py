@@ -107,7 +107,8 @@ class Repository(MemoriesTable, SearchTable, MessagesTable, SessionsTable, Event
                    write_batch_max_rows=settings.write_batch_max_rows,
                    reads_see_every_write=settings.read_consistency_seconds == 0,
                    compact_unindexed_every=settings.compact_unindexed_every_versions,
-                   log_cache_rows=settings.raw_log_cache_max_rows)
+                   log_cache_rows=settings.raw_log_cache_max_rows,
+                   pending_cache_rows=settings.pending_cache_max_rows)
         repo.leases = leases
         repo.lancedb_session = session
         await repo._read_tables()

@@ -3,8 +3,9 @@
 A hypothesis `RuleBasedStateMachine` drives one real `engram serve` process (tests/procs.py:
 real LanceDB data directory, real bundled model) through the HTTP API only: stores of new
 sessions, appends, edits, id-less messages sent twice, msg_ids 1, 2, 3 reused by every
-session, `wait=false` stores (also SIGKILLed right after the 202, or followed at once by a
-delete of one of their messages, an older one or their session), message and session
+session, `wait=false` stores (also SIGKILLed right after the 202, followed at once by a
+delete of one of their messages, an older one or their session, or by a recall that must
+return their last message: read-your-writes), message and session
 deletes (also cut by a SIGKILL between two of their commits: app/ops/faults.py), forced
 compression passes (also cut short by SIGKILL), restores of compressed
 memories, pins and unpins, export, import into the same, a fresh and another namespace
@@ -148,6 +149,7 @@ class StatefulMachine(RuleBasedStateMachine):
                                                   f"{prefix}-b": NamespaceModel()}
         self.seen: dict[str, Observation] = {}
         self.touched: set[str] = set()
+        self.recalled_sessions: set[str] = set()  # `store_later_then_recall`'s namespace
         self.jobs: list[str] = []
         self.serial = 0
         self.sessions_made = 0
@@ -347,6 +349,39 @@ class StatefulMachine(RuleBasedStateMachine):
         for p in payload:
             known[p["msg_id"]] = Message(p["role"], p["content"], True)
         self.maybe_crash_after_ack(data, wait)
+
+    @rule(data=st.data(), count=st.integers(1, 3))
+    def store_later_then_recall(self, data: st.DataObject, count: int) -> None:
+        """Read-your-writes: a `wait=false` store's last message, recalled by its own words
+        at once, is returned: provisional (once) while its build has not landed, else in
+        memories only; nothing of another namespace is.
+
+        In a namespace of its own (`recalled`), outside the model: a recall counts hits,
+        which change the memories' rows when the buffer is flushed, at a time no step
+        controls (the other namespaces' exports are compared step by step).
+        """
+        ns = f"{self.prefix}-recalled"
+        self.sessions_made += 1
+        session_id = f"s{self.sessions_made}"
+        self.recalled_sessions.add(session_id)
+        roles = ["user" if i % 2 == 0 else "assistant" for i in range(count)]
+        payload = [{"msg_id": f"{session_id}-r{i + 1}", "role": role,
+                    "content": self.content(data, role)} for i, role in enumerate(roles)]
+        self.store(ns, session_id, payload, wait=False, expect_new=count, expect_updated=0,
+                   expect_skipped=0)
+        last = payload[-1]
+        body = self.call("POST", "/v1/recall", json={
+            "namespace": ns, "query": last["content"], "min_score": 0.0, "top_k": 20,
+            "max_tokens": 8000}).json()
+        assert {m["session_id"] for m in body["memories"]} <= self.recalled_sessions, body
+        holding = [m for m in body["memories"]
+                   if m["session_id"] == session_id and last["msg_id"] in m["msg_ids"]]
+        assert holding, (last, body["memories"])
+        provisional = [m for m in holding if m["provisional"]]
+        # Provisional only while no memory holds it: never both, never twice.
+        assert not provisional or holding == provisional[:1], holding
+        assert all(m["id"].startswith("pending:") == m["provisional"] for m in holding)
+        self.tally["recalled provisionally" if provisional else "recalled built"] += 1
 
     @precondition(lambda self: self.has_sessions())
     @rule(data=st.data(), wait=st.booleans())

@@ -23,6 +23,7 @@ from app.storage.leases import LeaseStore, check_fences
 from app.storage.log_cache import LogChange, RawLogCache
 from app.storage.log_cache import combined as combined_log_changes
 from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
+from app.storage.pending_cache import PendingCache
 from app.storage.records import _Record
 from app.storage.writer import Alone, Delete, TableWriter, Upsert, Write
 
@@ -65,7 +66,8 @@ class TableBase:
     def __init__(self, db: Any, tables: dict[str, Any], *, embedding_dim: int,
                  cache_rows: int = 50_000, cache_namespace_rows: int = 20_000,
                  write_batch_max_rows: int = 20_000, reads_see_every_write: bool = True,
-                 compact_unindexed_every: int = 0, log_cache_rows: int = 20_000) -> None:
+                 compact_unindexed_every: int = 0, log_cache_rows: int = 20_000,
+                 pending_cache_rows: int = 5_000) -> None:
         self._db = db
         # Every read sees every process's latest commit (read_consistency_seconds = 0): a key
         # read as absent under the lock ordering its writers is absent, so its row may be
@@ -101,6 +103,10 @@ class TableBase:
         # the version check can prove a held session current: reads see every commit.
         self.log_cache = RawLogCache(
             tables["messages"], max_rows=log_cache_rows if reads_see_every_write else 0)
+        # What recall searches besides memories, held between recalls (pending_cache.py):
+        # the namespaces' pending messages; told of every raw-log write like the above.
+        self.pending_cache = PendingCache(
+            tables["messages"], max_rows=pending_cache_rows if reads_see_every_write else 0)
         reporters: dict[str, Any] = {"memories": self._report_memories,
                                      "messages": self._report_messages}
         # One group-committing writer per table (writer.py): concurrent writes of every
@@ -177,6 +183,7 @@ class TableBase:
             "lancedb_cache_bytes": self._lancedb_cache_bytes,
             "raw_log_cache_sessions": lambda: self.log_cache.held_sessions,
             "raw_log_cache_rows": lambda: self.log_cache.held_rows,
+            "pending_cache_rows": lambda: self.pending_cache.held_rows,
         }
 
     def _lancedb_cache_bytes(self) -> float:
@@ -242,18 +249,21 @@ class TableBase:
 
     async def _report_messages(self, changes: list[Any], commit: Callable[[], Awaitable[Any]]
                                ) -> Any:
-        """Run one commit on the raw log and tell the raw-log cache what it did (its version
+        """Run one commit on the raw log and tell the raw-log caches what it did (its version
         is LanceDB's answer; a write that raises, or a compaction, reports none)."""
-        cache = self.log_cache
-        cache.writes_in_flight += 1
+        caches = (self.log_cache, self.pending_cache)
+        for cache in caches:
+            cache.writes_in_flight += 1
         try:
             result = await commit()
             version = getattr(result, "version", None)
-            cache.wrote(version if isinstance(version, int) else None,
-                        combined_log_changes(changes))
+            change = combined_log_changes(changes)
+            for cache in caches:
+                cache.wrote(version if isinstance(version, int) else None, change)
             return result
         finally:
-            cache.writes_in_flight -= 1
+            for cache in caches:
+                cache.writes_in_flight -= 1
 
     def _wrote(self, table: str, rows: int = 0) -> None:
         """Count one write version of `table`, which added or rewrote `rows` rows; start its

@@ -9,6 +9,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from app.storage.filters import MemoryFilter, sql_in, sql_str, sql_time
@@ -59,6 +60,28 @@ class MemoriesTable(TableBase):
         where = f"namespace = {sql_str(namespace)} AND session_id = {sql_str(session_id)}"
         rows = await self._select("memories", MemoryRecord, where)
         return sorted(rows, key=lambda m: (m.start_seq, m.part))
+
+    async def built_msg_ids(self, namespace: str, session_ids: Collection[str]
+                            ) -> set[tuple[str, str]]:
+        """(session, msg_id) of every message a memory of these sessions holds (any state):
+        what recall must not return as pending any more."""
+        if not session_ids:
+            return set()
+        # The namespace's copy, if one is held (current as of the table version): no query.
+        copy = await self.namespace_cache.get(namespace, load=False)
+        if copy is not None:
+            rows = np.flatnonzero(np.isin(copy.columns["session_id"], sorted(session_ids)))
+            sessions = copy.columns["session_id"][rows].tolist()
+            lists = copy.table.column("msg_ids").take(pa.array(rows)).to_pylist()
+        else:
+            where = (f"namespace = {sql_str(namespace)} AND "
+                     f"{sql_in('session_id', sorted(session_ids))}")
+            table = await (self._tables["memories"].query().where(where)
+                           .select(["session_id", "msg_ids"]).to_arrow())
+            sessions = table.column("session_id").to_pylist()
+            lists = table.column("msg_ids").to_pylist()
+        return {(session_id, msg_id) for session_id, msg_ids in zip(sessions, lists, strict=True)
+                for msg_id in msg_ids or ()}
 
     async def list_memories(
         self, where: MemoryFilter, *, offset: int, limit: int

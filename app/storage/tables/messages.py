@@ -90,6 +90,18 @@ class MessagesTable(TableBase):
         return sorted(set(zip(rows.column("namespace").to_pylist(),
                               rows.column("session_id").to_pylist(), strict=True)))
 
+    async def pending_messages(self, namespace: str) -> list[MessageRecord]:
+        """The namespace's messages not built into memories yet, with their content, by
+        session and order: what recall searches besides memories (read-your-writes). Held
+        between recalls and kept current by every raw-log write (pending_cache.py)."""
+        where = f"namespace = {sql_str(namespace)} AND state = 'pending'"
+
+        async def read() -> list[MessageRecord]:
+            return await self._select("messages", MessageRecord, where)
+
+        rows = await self.pending_cache.get(namespace, read)
+        return sorted(rows, key=lambda m: (m.session_id, m.seq))
+
     async def delete_messages(
         self, namespace: str, session_id: str, msg_ids: Sequence[str]
     ) -> None:

@@ -65,6 +65,8 @@ class RecalledMemory(TypedDict):
     layer: NotRequired[str]
     explain: NotRequired[JSONObject]
     trimmed: NotRequired[bool]
+    # /v1/recall: stored with wait=false and not built yet (id "pending:<session>:<msg_id>")
+    provisional: NotRequired[bool]
 
 
 class RecallResult(TypedDict):

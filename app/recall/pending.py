@@ -1,0 +1,176 @@
+"""The pending search: read-your-writes for messages not built into memories yet.
+
+A `wait=false` store is acknowledged once its messages are in the raw log as `pending`; its
+build (chunking, classifying, embedding) runs after, in the background. Until it lands, no
+memory holds them, and a recall made right after the acknowledgement would not find what
+the user just said. So each search also looks at the namespace's pending messages (held
+between recalls: app/storage/pending_cache.py): the ones holding a word of the question
+(the terms recall matches memories by, `query_terms`) become candidates, one per session,
+scored like any memory with a vector computed in the question's pass (and kept for the
+next recall) and packed like any memory within the budget. They are marked provisional:
+their id is `pending:<session>:<first msg_id>`, which no memory id can be (assign_ids), and
+the response says `provisional: true`; they record no hits and `why_not` does not list them.
+
+A message that a memory already holds is never provisional: the build writes its memories
+before it marks the messages done, so the built memories of the sessions concerned are read
+after the other searches ran, and their messages are left out (a memory the searches found
+was written before that read).
+
+What the build would cut out of a message is cut out here too: an injection block it
+carries (the recall firewall's rule 1); a message that is nothing but one is left out.
+
+Limits: only by keyword (a question in another language than the message does not find
+it), only messages that pass the request's branch, session and time filters (none when
+it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
+sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, defaultdict
+from dataclasses import replace
+
+import numpy as np
+
+from app.embedding.pool import EmbeddingPool
+from app.recall.candidates import PENDING_PREFIX, Candidate, utc
+from app.recall.text import Coverage, QueryTerms
+from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_TEXTS
+from app.scripts import has_han
+from app.storage.records import MemoryRecord, MessageRecord
+from app.storage.repository import Repository, SearchFilter
+from app.store.firewall import own_words
+
+
+class PendingSearch:
+    """Finds a question's words in a namespace's pending messages (module docstring)."""
+
+    def __init__(self, repo: Repository, pool: EmbeddingPool, *, firewall: bool) -> None:
+        self._repo = repo
+        self._pool = pool
+        self._firewall = firewall
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> its vector
+        # (role, content) -> its own words (firewall rule 1), None: it carries no block.
+        self._own: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+
+    async def read(self, where: SearchFilter) -> list[MessageRecord]:
+        """The namespace's pending messages that the request's filters let a search see, as
+        their build will take them: an injection block a message carries cut out (the
+        recall firewall's rule 1, app/store/firewall.py), so recall never serves its own
+        block back as something said."""
+        if where.categories is not None or (where.tiers is not None
+                                            and "session" not in where.tiers):
+            return []
+        messages = [m for m in await self._repo.pending_messages(where.namespace)
+                    if _passes(m, where)]
+        if not self._firewall:
+            return messages
+        kept = []
+        for m in messages:
+            words = self._own_words(m)
+            if words is None:
+                kept.append(m)
+            elif words:
+                kept.append(replace(m, content=words))
+        return kept
+
+    def _own_words(self, message: MessageRecord) -> str | None:
+        key = (message.role, message.content)
+        if key in self._own:
+            self._own.move_to_end(key)
+            return self._own[key]
+        words = self._own[key] = own_words(message.content, message.role)
+        while len(self._own) > PENDING_TEXTS:
+            self._own.popitem(last=False)
+        return words
+
+    async def candidates(self, messages: list[MessageRecord], terms: QueryTerms, *,
+                         query_vector: np.ndarray, found: list[Candidate]) -> list[Candidate]:
+        """Provisional candidates: per session, its pending messages holding a term of the
+        question, without those a memory holds (`found`, or built since the read)."""
+        if not messages or not terms:
+            return []
+        shares = Coverage(terms, [m.content for m in messages]).scores
+        matching = [m for m, share in zip(messages, shares, strict=True) if share > 0]
+        if not matching:
+            return []
+        built = {(c.memory.session_id, i) for c in found for i in c.memory.msg_ids}
+        built |= await self._repo.built_msg_ids(
+            messages[0].namespace, {m.session_id for m in matching})
+        sessions: dict[str, list[tuple[float, MessageRecord]]] = defaultdict(list)
+        for m, share in zip(messages, shares, strict=True):
+            if share > 0 and (m.session_id, m.msg_id) not in built:
+                sessions[m.session_id].append((share, m))
+        # Per session its best matching messages (the latest of equals), in order.
+        groups = [sorted((m for _, m in sorted(held, key=lambda h: (-h[0], -h[1].seq))
+                          [:PENDING_LINES]), key=lambda m: m.seq)
+                  for held in sessions.values()]
+        # The latest sessions first: what was just said is what is asked about.
+        latest = sorted(groups, key=_latest, reverse=True)[:PENDING_CANDIDATES]
+        if not latest:
+            return []
+        memories = [_provisional(group) for group in latest]
+        vectors = await self._embed([m.text for m in memories])
+        cosines = vectors @ query_vector.astype(np.float32)
+        return [Candidate(memory, cosine=float(cosine), stored=vector,
+                          when=_latest(group))
+                for memory, cosine, vector, group in zip(memories, cosines, vectors, latest,
+                                                         strict=True)]
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            for text, vector in zip(missing, await self._pool.embed_for_recall(missing),
+                                    strict=True):
+                self._vectors[text] = vector.astype(np.float32)
+            while len(self._vectors) > PENDING_TEXTS:
+                self._vectors.popitem(last=False)
+        for text in texts:
+            self._vectors.move_to_end(text)
+        return np.stack([self._vectors[t] for t in texts])
+
+
+def _passes(message: MessageRecord, where: SearchFilter) -> bool:
+    if where.branches is not None and message.branch not in where.branches:
+        return False
+    if where.session_id is not None and message.session_id != where.session_id:
+        return False
+    when = message.time
+    if when is not None and where.time_from is not None and utc(when) < utc(where.time_from):
+        return False
+    return not (when is not None and where.time_to is not None
+                and utc(when) > utc(where.time_to))
+
+
+def _latest(group: list[MessageRecord]) -> float:
+    times = [utc(t).timestamp() for m in group if (t := m.received_at or m.timestamp)]
+    return max(times, default=0.0)
+
+
+def _provisional(group: list[MessageRecord]) -> MemoryRecord:
+    """A session's matching pending messages as a memory: one line a message ("role:
+    content", as builds make them), its id `pending:<session>:<first msg_id>`."""
+    first, last = group[0], group[-1]
+    times = [utc(t) for m in group if (t := m.time) is not None]
+    received = [utc(t) for m in group if (t := m.received_at) is not None]
+    return MemoryRecord(
+        id=f"{PENDING_PREFIX}{first.session_id}:{first.msg_id}",
+        namespace=first.namespace, session_id=first.session_id,
+        text="\n".join(f"{m.role}: {m.content}" for m in group),
+        created_at=max(received, default=None) or None,
+        time_start=min(times, default=None), time_end=max(times, default=None),
+        source=first.source, branch=first.branch, tags=list(first.tags),
+        start_msg=first.msg_id, end_msg=last.msg_id, start_seq=first.seq, end_seq=last.seq,
+        msg_ids=[m.msg_id for m in group], msg_count=len(group),
+        state="pending", language="zh" if any(has_han(m.content) for m in group) else "en",
+    )
+
+
+def without_built(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates of one recall's searches (its parts and hop), without a provisional
+    one holding a message that a memory among them holds: a build that landed between two
+    of the searches (each leaves out what was built when it ran) is returned once."""
+    built = {(c.memory.session_id, i) for c in candidates
+             if not c.memory.id.startswith(PENDING_PREFIX) for i in c.memory.msg_ids}
+    return [c for c in candidates if not c.memory.id.startswith(PENDING_PREFIX)
+            or built.isdisjoint((c.memory.session_id, i) for i in c.memory.msg_ids)]
