@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import Counter, defaultdict
+import re
+import time
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
@@ -32,6 +34,11 @@ log = structlog.get_logger(__name__)
 
 # How long a flush waits for one namespace's write lock before leaving its hits for later.
 _LOCK_WAIT_SECONDS = 1.0
+# A question asked again within a day counts its memories' hits once (`record`).
+SAME_QUESTION_SECONDS = 86_400.0
+# The (namespace, memory, question) triples remembered for that, ~200 bytes each.
+_ASKED_MAX = 100_000
+_NOT_WORD = re.compile(r"[\W_]+")
 
 
 class HitRecorder:
@@ -43,6 +50,8 @@ class HitRecorder:
         self._maintenance = maintenance or asyncio.Lock()
         self._max_pending = max_pending
         self._pending: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        # (namespace, memory, question) -> when it was last counted (`record`), oldest first.
+        self._asked: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._wake = asyncio.Event()
         self._flush_lock = asyncio.Lock()
         self._loop = Periodic("hit-flusher", self.flush, interval=flush_seconds, wake=self._wake)
@@ -60,10 +69,29 @@ class HitRecorder:
     def pending(self) -> int:
         return sum(len(c) for c in self._pending.values())
 
-    def record(self, namespace: str, memory_ids: Iterable[str]) -> None:
-        """Count one hit for each memory (no I/O; safe to call from a request)."""
-        counter = self._pending[namespace]
-        counter.update(memory_ids)
+    def record(self, namespace: str, memory_ids: Iterable[str], *, question: str = "") -> None:
+        """Count one hit for each memory (no I/O; safe to call from a request).
+
+        A hit is a use, and hits promote a memory to the next tier. The same question asked
+        again (an assistant that recalls on every turn, a user repeating an unanswerable
+        question) is one use of what it found: within `SAME_QUESTION_SECONDS` a memory is
+        counted once per `question` (its search text, case- and punctuation-blind). A memory
+        found for several different questions still climbs.
+        """
+        now = time.monotonic()
+        key = _NOT_WORD.sub("", question.casefold())
+        counted = []
+        for memory_id in memory_ids:
+            if key:
+                seen = (namespace, memory_id, key)
+                last = self._asked.pop(seen, None)
+                self._asked[seen] = now  # most recent last
+                if last is not None and now - last < SAME_QUESTION_SECONDS:
+                    continue
+            counted.append(memory_id)
+        while len(self._asked) > _ASKED_MAX:
+            self._asked.popitem(last=False)
+        self._pending[namespace].update(counted)
         if self.pending >= self._max_pending:
             self._wake.set()
 

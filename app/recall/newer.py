@@ -243,37 +243,47 @@ def newer_first(head: list[T], newcomers: list[T], memory: dict[int, MemoryRecor
     (newer, older) to whether the newer announces a change of the older's answer to the
     question (module docstring): then the question is the shared subject. `rarity` weighs
     the terms over the memories compared. Returns the new head, the newcomers it took in,
-    and each (older, newer) pair it ordered.
+    and each (older, newer) pair of a statement and a later one among them that restates or
+    changes it (moved ahead, or ahead already).
     """
+    def changed(j: int, earlier: int) -> bool:
+        """Whether position `j` restates or changes position `earlier`'s fact."""
+        if j not in vectors or earlier not in vectors:
+            return False
+        cosine = float(vectors[j] @ vectors[earlier])
+        if not later_statement(memory[j], memory[earlier], cosine, threshold=threshold):
+            return False
+        # Only the same answer to this question: a later note about the same person or
+        # place but another attribute ("我表姐住在杭州" after "我表姐是一名护士", asked for
+        # her job) matches the question's words less, and stays where it is, unless it says
+        # that something changed. Holding none of them (a question in the other language)
+        # is no sign of the same answer: "每个月转三千块生活费" is not the rent.
+        restated = covers(j) > 0 and covers(j) >= covers(earlier) and share_a_subject(
+            memory[j].text, memory[earlier].text, rarity)
+        return restated or changes(j, earlier)
+
     order = list(range(len(head)))
     taken: list[int] = []
     pairs: list[tuple[int, int]] = []
     for j in range(1, len(head) + len(newcomers)):
-        if j not in vectors:
-            continue
         position = order.index(j) if j < len(head) else len(order)
         for earlier in order[:position]:
-            if earlier not in vectors or earlier >= len(head):
+            if earlier >= len(head) or not changed(j, earlier):
                 continue
-            cosine = float(vectors[j] @ vectors[earlier])
-            if not later_statement(memory[j], memory[earlier], cosine, threshold=threshold):
-                continue
-            # Only the same answer to this question: a later note about the same person or
-            # place but another attribute ("我表姐住在杭州" after "我表姐是一名护士", asked
-            # for her job) matches the question's words less, and stays where it is, unless
-            # it says that something changed.
-            # Holding none of them (a question in the other language) is no sign of the
-            # same answer: "每个月转三千块生活费" is not the rent "每个月八千五百块".
-            restated = covers(j) > 0 and covers(j) >= covers(earlier) and share_a_subject(
-                memory[j].text, memory[earlier].text, rarity)
-            if restated or changes(j, earlier):
-                if j < len(head):
-                    order.remove(j)
-                else:
-                    taken.append(j)
-                order.insert(order.index(earlier), j)
-                pairs.append((earlier, j))
-                break
+            if j < len(head):
+                order.remove(j)
+            else:
+                taken.append(j)
+            order.insert(order.index(earlier), j)
+            pairs.append((earlier, j))
+            break
+    # A later statement already ahead of the older one it changes: marked all the same.
+    moved = {old for old, _ in pairs}
+    for position, j in enumerate(order):
+        for older in order[position + 1:]:
+            if older not in moved and changed(j, older):
+                pairs.append((older, j))
+                moved.add(older)
     items = [*head, *newcomers]
     return ([items[i] for i in order], [items[i] for i in taken],
             [(items[old], items[new]) for old, new in pairs])

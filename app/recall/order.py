@@ -76,24 +76,27 @@ async def order(candidates: list[Candidate], query: Query, matcher: Coverage | N
     # A newer statement of a returned fact comes with it from the context floor, not below.
     first, taken = await newer_first_tier(
         passing, [c for c in candidates if context_floor <= c.relevance < floor], matcher,
-        repo=repo, supersede_cosine=supersede_cosine, floor=floor)
+        repo=repo, supersede_cosine=supersede_cosine, floor=floor,
+        band=context_floor)
     kept = {c.memory.id for c in taken}
     rest, _ = await newer_first_tier(
         [c for c in ranked if c.relevance < floor and c.memory.id not in kept], [], matcher,
-        repo=repo, supersede_cosine=supersede_cosine, floor=floor)
+        repo=repo, supersede_cosine=supersede_cosine, floor=floor,
+        band=context_floor)
     return [first, rest]
 
 
 async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],
                            matcher: Coverage | None, *, repo: Repository,
-                           supersede_cosine: float, floor: float
+                           supersede_cosine: float, floor: float, band: float
                            ) -> tuple[list[Candidate], list[Candidate]]:
     """A later statement of a fact ahead of the older ones it restates or changes
     (newer.py), also one from `below` (candidates under the threshold) that changes a
     returned fact; each older one ordered so carries the newer one (`superseded_by`).
     Per tier, so what a lower `min_score` lets in never reorders the default's tier.
     `floor`: the threshold a memory must pass to change a returned answer without
-    repeating its words. Returns the reordered tier and the candidates it took
+    repeating its words, `band` (the context floor) a statement that names the change.
+    Returns the reordered tier and the candidates it took
     from `below`."""
     head = ranked[:NEWER_WINDOW]
     newcomers = sorted(below, key=lambda c: (c.score, c.when), reverse=True
@@ -121,7 +124,7 @@ async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],
     rarity = Rarity([c.memory.text for c in both])
 
     def changes(i: int, older: int) -> bool:
-        """Whether `both[i]` passes the threshold and says that `both[older]`'s answer
+        """Whether `both[i]` answers the question and says that `both[older]`'s answer
         changed: a statement (one line, or a user's line and the reply to it) or a memory
         of one speaker's statements (notes), in its line that best matches the question.
         Not a stretch of dialogue: "now" and the speakers' names are in many of its lines,
@@ -130,16 +133,19 @@ async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],
         of one line) and must answer the question about as well as the older memory: chat
         says "现在" and "不再" of anything (MemDaily: -1 point of hit@1 otherwise)."""
         c = both[i]
-        if c.relevance < floor:
-            return False  # a weak match that says "now" is no answer (LoCoMo: -0.6 hit@1)
         units = lines(c.memory)
+        if c.relevance < floor and not (c.relevance >= band and len(units) <= 2):
+            # Below the threshold only a statement, from the context floor: "we moved to
+            # Munich last month" for "where do I live?" (a weak match of a stretch of chat
+            # that says "changed" is no answer: LoCoMo -0.6 hit@1).
+            return False
         if len(units) > 2 and not one_speaker(units):
             return False
         best = units[0][1] if len(units) == 1 or matcher is None else \
             max(units, key=lambda u: matcher.share(u[1]))[1]
         change = announces_change(best)
         return change == Change.said or (
-            change == Change.now and len(units) == 1
+            change == Change.now and len(units) == 1 and c.relevance >= floor
             and c.relevance >= NOW_CHANGE_SHARE * both[older].relevance)
 
     reordered, taken, pairs = newer_first(head, newcomers, memory, vectors,

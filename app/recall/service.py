@@ -113,7 +113,8 @@ class RecallService:
             self._hits.record(request.namespace, [
                 p.candidate.memory.id for p in packed
                 if p.candidate.relevance >= query.min_score
-                and p.candidate.memory.id not in earlier and not provisional(p)])
+                and p.candidate.memory.id not in earlier and not provisional(p)],
+                question=query.search_text)
         language = block_language(request.language, request.query)
         block, frame = render_block(packed, language=language)
         block_tokens = self.tokens.block(block, frame, [p.text for p in packed],
