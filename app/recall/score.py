@@ -53,11 +53,14 @@ _SECONDS_PER_DAY = 86_400.0
 
 
 def score(candidates: list[Candidate], query: Query, settings: Settings, *,
-          terms: QueryTerms, chinese: bool, unknown: float = 0.0) -> Coverage | None:
+          terms: QueryTerms, chinese: bool, unknown: float = 0.0,
+          keyword_only: bool = False) -> Coverage | None:
     """Score every candidate in place; returns the query's term weights over them.
 
     `terms`: the words of the question (or its part or hop) searched for; `chinese`: whether
-    that text is Chinese; `unknown`: the share of it the model cannot read.
+    that text is Chinese; `unknown`: the share of it the model cannot read; `keyword_only`:
+    the question's vector was late for the recall's deadline (deadline.py), so there is no
+    cosine and the keyword part is the whole relevance.
     """
     if not candidates:
         return None
@@ -71,7 +74,8 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
     best_bm25 = candidates[best].bm25
     best_cover = covered[best] if best_bm25 > 0 else 0.0
     profile = s.model_profile
-    weight = profile.keyword_weight_zh if chinese else profile.keyword_weight
+    weight = 1.0 if keyword_only else (
+        profile.keyword_weight_zh if chinese else profile.keyword_weight)
     # The ranking trusts the cosine only as far as the model can read the query: the
     # bundled English model sees most Chinese characters as [UNK], and its cosine then
     # measures how much unknown text a memory has, not what it says. `min_score` keeps
@@ -91,7 +95,8 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
         c.relevance = (1 - weight) * c.vector + weight * c.keyword
         c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * (
             0.5 * ranking_cover(c.memory, cover, matcher, index) + 0.5 * rank_part)
-        if across_band is not None and in_another_script(terms, c.memory.text):
+        if (across_band is not None and not keyword_only
+                and in_another_script(terms, c.memory.text)):
             # No word of the question can be in it: its relevance is the vector part
             # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
             # keeps the mix: a memory whose words match stays ahead of one in the other

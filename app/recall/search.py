@@ -4,6 +4,8 @@ The keyword search runs while the question is embedded, the vector search as soo
 embedding is there; both filter by namespace first, so no other namespace can ever appear.
 Each returns `CANDIDATES` memories. A named date or a referenced session adds a small vector
 search inside it. A keyword-only hit gets its cosine from its stored vector: one scale for all.
+Past the recall's deadline the vector searches are dropped and the keyword hits are the
+answer (deadline.py).
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from prometheus_client import Histogram
 
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics
 from app.recall.candidates import Candidate, utc
+from app.recall.deadline import Deadline
 from app.recall.query import Query
-from app.recall.schemas import RecallRequest
+from app.recall.schemas import RecallRequest, Stage
 from app.recall.tuning import CANDIDATES, NAMESPACE_SIZE_TTL, WINDOW_CANDIDATES
 from app.storage.repository import Repository, SearchFilter, SearchHit
 
@@ -42,6 +46,15 @@ def search_filter(request: RecallRequest) -> SearchFilter:
 
 
 @dataclass
+class Searched:
+    """A search's candidates, and whether the vector searches are in them (not when the
+    question's vector was late for the deadline: full-text hits only)."""
+
+    candidates: list[Candidate]
+    with_vector: bool
+
+
+@dataclass
 class _SizeCache:
     """Memories per namespace, refreshed at most every `ttl` seconds (decides index use)."""
 
@@ -58,11 +71,12 @@ class Searcher:
         self._settings = settings
         self._sizes = _SizeCache()
 
-    async def search(self, query: Query, text: str, *, metrics: Metrics | None
-                     ) -> list[Candidate]:
+    async def search(self, query: Query, text: str, *, deadline: Deadline,
+                     metrics: Metrics | None) -> Searched:
         """The candidates for `text` (the question or a part or hop of it), unscored;
-        `metrics` observes the steps' times (engram_recall_search_seconds)."""
-        request, hint = query.request, query.hint
+        without the vector searches if the question's vector is not there by `deadline`
+        (deadline.py). `metrics` observes the steps' times (engram_recall_search_seconds)."""
+        request = query.request
         where = search_filter(request)
         # Not more with a larger top_k: the candidates are also the corpus of the keyword
         # weights (`Coverage`), so the best memory would change with top_k.
@@ -79,22 +93,42 @@ class Searcher:
             return found
 
         keyword = asyncio.create_task(keyword_search())
+        vector = asyncio.create_task(self._vector_search(query, text, where, step=step,
+                                                         started=started))
         try:
-            query_vector, exact = await asyncio.gather(
-                self._pool.embed_query(text), self._exact_search(request.namespace))
-            vector = query_vector.tolist()
+            # The vector searches count only if done by the deadline; the keyword search
+            # goes on meanwhile and is always waited for (the answer of a late recall).
+            ready = await deadline.wait(vector)
             at = time.perf_counter()
-            vector_hits = list(await self._repo.vector_search(vector, where, limit=limit,
-                                                              exact=exact))
-            done = time.perf_counter()
             keyword_hits, keyword_vectors = await keyword
             if step is not None:
-                step.labels("vector_ready").observe(at - started)
-                step.labels("vector").observe(done - at)
-                step.labels("keyword_left").observe(time.perf_counter() - done)
+                step.labels("keyword_left").observe(time.perf_counter() - at)
         finally:
-            if not keyword.done():
-                keyword.cancel()
+            for task in (keyword, vector):
+                if not task.done():
+                    task.cancel()
+        if ready is None:
+            deadline.skip(Stage.vector)
+            return Searched(merge([], keyword_hits, keyword_vectors, None), with_vector=False)
+        query_vector, vector_hits = ready.result()
+        return Searched(merge(vector_hits, keyword_hits, keyword_vectors, query_vector),
+                        with_vector=True)
+
+    async def _vector_search(self, query: Query, text: str, where: SearchFilter, *,
+                             step: Histogram | None, started: float
+                             ) -> tuple[np.ndarray, list[SearchHit]]:
+        """The question's vector and its vector searches: the plain one, then those inside
+        the date or the sessions the question points to."""
+        request, hint = query.request, query.hint
+        query_vector, exact = await asyncio.gather(
+            self._pool.embed_query(text), self._exact_search(request.namespace))
+        vector = query_vector.tolist()
+        at = time.perf_counter()
+        vector_hits = list(await self._repo.vector_search(vector, where, limit=CANDIDATES,
+                                                          exact=exact))
+        if step is not None:
+            step.labels("vector_ready").observe(at - started)
+            step.labels("vector").observe(time.perf_counter() - at)
         # What a date or a reference phrase points to competes even if the plain searches
         # ranked it too low: a small extra search inside that window or session (all at
         # once; their hits are appended in this order).
@@ -114,7 +148,7 @@ class Searcher:
             vector_hits += hits
         if step is not None and extra:
             step.labels("extra").observe(time.perf_counter() - at)
-        return merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
+        return query_vector, vector_hits
 
     async def _exact_search(self, namespace: str) -> bool:
         """Scan a small namespace exhaustively even when the table has a vector index.
@@ -135,8 +169,9 @@ class Searcher:
 
 
 def merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
-          keyword_vectors: np.ndarray, query_vector: np.ndarray) -> list[Candidate]:
-    """One candidate per memory, vector hits first; a keyword hit's cosine from its vector."""
+          keyword_vectors: np.ndarray, query_vector: np.ndarray | None) -> list[Candidate]:
+    """One candidate per memory, vector hits first; a keyword hit's cosine from its vector
+    (0 without the question's vector: a recall past its deadline)."""
     by_id: dict[str, Candidate] = {}
     for hit in vector_hits:
         if hit.memory.id not in by_id:
@@ -144,7 +179,8 @@ def merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
                                              stored=hit.vector)
     if len(keyword_hits):
         # Keyword-only hits get their cosine from their stored vectors: one scale for all.
-        cosines = keyword_vectors @ query_vector.astype(np.float32)
+        cosines = keyword_vectors @ query_vector.astype(np.float32) \
+            if query_vector is not None else np.zeros(len(keyword_hits), dtype=np.float32)
         for hit, cosine, vector in zip(keyword_hits, cosines, keyword_vectors, strict=True):
             existing = by_id.get(hit.memory.id)
             if existing is None:

@@ -1,0 +1,120 @@
+"""A recall within a deadline (`deadline_ms`, `recall_deadline_ms`), through the HTTP API with
+the real model: a late stage is skipped and named, never an error.
+
+Not timing luck: a 1 ms deadline has passed before the question's vector can be there (the
+vector task has not even run once when the search starts waiting for it, and a forward pass
+takes milliseconds), so `vector` is skipped every time; and no deadline (0) or a minute
+is never reached by a recall of a few notes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helpers import metric_by_label
+from tests.recall.test_focus_and_hops import HOP_DAYS, HOP_QUERIES, returned_ids
+from tests.recall.test_focus_and_hops import store_notes as store_days
+from tests.recall.test_recall_api import CHINESE, ENGLISH, first_text, recall, store_notes
+
+KEYWORD_QUESTIONS = {"zh": ("体检安排", "体检"), "en": ("dentist appointment", "dentist")}
+NOTES = {"zh": CHINESE, "en": ENGLISH}
+
+
+def answer(body: dict[str, Any]) -> list[tuple[str, float]]:
+    """What a recall returned, to compare two recalls of the same store."""
+    return [(m["id"], m["score"]) for m in body["memories"]]
+
+
+class TestTinyDeadline:
+    @pytest.mark.parametrize("language", ["zh", "en"])
+    async def test_keyword_matches_without_the_vector(self, client: Any,
+                                                      language: str) -> None:
+        """The question's vector is not there after 1 ms: the full-text search answers,
+        and the response says so."""
+        await store_notes(client, NOTES[language])
+        question, word = KEYWORD_QUESTIONS[language]
+        body = await recall(client, question, deadline_ms=1)
+        assert body["degraded"] is True
+        # A hop from the line it found, if any, has no time left either.
+        assert body["skipped"] in (["vector"], ["vector", "second_hop"])
+        assert word in first_text(body)
+        # No cosine without the question's vector: the keyword part is the relevance.
+        best = body["memories"][0]["explain"]
+        assert best["cosine"] == 0 and best["relevance"] == best["keyword"] > 0
+
+    @pytest.mark.parametrize("language", ["zh", "en"])
+    async def test_the_second_hop_is_skipped_and_named(self, open_client: Any,
+                                                       language: str) -> None:
+        """"How old is the nurse in Shenzhen?": the line naming the person is found by its
+        words; the hop that would find their age has no time left."""
+        async with open_client(recall_equivalents=False) as client:
+            await store_days(client, HOP_DAYS[language], namespace=language)
+            late = await recall(client, HOP_QUERIES[language], namespace=language,
+                                max_tokens=60, deadline_ms=1)
+            assert late["degraded"] is True
+            assert late["skipped"] == ["vector", "second_hop"]
+            assert "n1" in returned_ids(late), late["memories"]
+            full = await recall(client, HOP_QUERIES[language], namespace=language,
+                                max_tokens=60, deadline_ms=0)
+            assert full["degraded"] is False and full["skipped"] == []
+            assert {"n1", "n8"} <= returned_ids(full), full["memories"]
+
+    async def test_degraded_recalls_are_counted_by_stage(self, client: Any) -> None:
+        await store_notes(client, ENGLISH)
+        late = await recall(client, "dentist appointment", deadline_ms=1)
+        await recall(client, "dentist appointment", deadline_ms=0)
+        text = (await client.get("/metrics")).text
+        assert "engram_recall_degraded_total 1.0" in text
+        assert metric_by_label(text, "engram_recall_skipped_total", "stage") == {
+            stage: 1.0 for stage in late["skipped"]}
+        assert "vector" in late["skipped"]
+
+
+class TestNoDeadline:
+    @pytest.mark.parametrize("language", ["zh", "en"])
+    async def test_zero_or_a_generous_deadline_answers_in_full(self, open_client: Any,
+                                                               language: str) -> None:
+        """Against a server without a default deadline: the same memories and scores."""
+        async with open_client(recall_deadline_ms=0) as client:
+            await store_notes(client, NOTES[language])
+            question, word = KEYWORD_QUESTIONS[language]
+            unbounded = await recall(client, question)
+            assert unbounded["degraded"] is False and unbounded["skipped"] == []
+            assert word in first_text(unbounded)
+            assert unbounded["memories"][0]["explain"]["cosine"] > 0
+            for deadline_ms in (0, 60_000):
+                body = await recall(client, question, deadline_ms=deadline_ms)
+                assert body["degraded"] is False and body["skipped"] == []
+                assert answer(body) == answer(unbounded)
+
+    async def test_the_server_default_applies_unless_the_call_says(self, open_client: Any
+                                                                   ) -> None:
+        async with open_client(recall_deadline_ms=1) as client:
+            await store_notes(client, ENGLISH)
+            assert "vector" in (await recall(client, "dentist appointment"))["skipped"]
+            body = await recall(client, "dentist appointment", deadline_ms=0)
+            assert body["degraded"] is False
+
+    async def test_why_not_explains_the_complete_recall(self, client: Any) -> None:
+        """`why_not` ignores the deadline: its cosines are the vector search's."""
+        await store_notes(client, ENGLISH)
+        full = await recall(client, "dentist appointment", deadline_ms=0)
+        wanted = full["memories"][0]["id"]
+        response = await client.post("/v1/recall/why_not", json={
+            "namespace": "alice", "query": "dentist appointment", "deadline_ms": 1,
+            "memory_ids": [wanted]})
+        assert response.status_code == 200, response.text
+        item = response.json()["items"][0]
+        assert item["verdict"] == "recalled" and item["cosine"] > 0
+
+
+class TestBadDeadline:
+    @pytest.mark.parametrize("value", [-1, 60_001, "100", 1.5])
+    async def test_is_422_naming_the_field(self, client: Any, value: Any) -> None:
+        response = await client.post("/v1/recall", json={
+            "namespace": "alice", "query": "dentist", "deadline_ms": value})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "invalid_request"
+        assert "deadline_ms" in response.text
