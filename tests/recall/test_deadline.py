@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from app.config import Settings
 from tests.helpers import metric_by_label
 from tests.recall.test_focus_and_hops import HOP_DAYS, HOP_QUERIES, returned_ids
 from tests.recall.test_focus_and_hops import store_notes as store_days
@@ -72,6 +73,19 @@ class TestTinyDeadline:
         assert "vector" in late["skipped"]
 
 
+class TestTheServerDefault:
+    def test_is_a_real_deadline(self, data_dir: Any) -> None:
+        """The suite's apps run without one (tests/conftest.py says why); a server has one."""
+        assert Settings(data_dir=data_dir, _env_file=None).recall_deadline_ms > 0  # type: ignore[call-arg]
+
+    async def test_applies_unless_the_call_says(self, open_client: Any) -> None:
+        async with open_client(recall_deadline_ms=1) as client:
+            await store_notes(client, ENGLISH)
+            assert "vector" in (await recall(client, "dentist appointment"))["skipped"]
+            body = await recall(client, "dentist appointment", deadline_ms=0)
+            assert body["degraded"] is False
+
+
 class TestNoDeadline:
     @pytest.mark.parametrize("language", ["zh", "en"])
     async def test_zero_or_a_generous_deadline_answers_in_full(self, open_client: Any,
@@ -88,14 +102,6 @@ class TestNoDeadline:
                 body = await recall(client, question, deadline_ms=deadline_ms)
                 assert body["degraded"] is False and body["skipped"] == []
                 assert answer(body) == answer(unbounded)
-
-    async def test_the_server_default_applies_unless_the_call_says(self, open_client: Any
-                                                                   ) -> None:
-        async with open_client(recall_deadline_ms=1) as client:
-            await store_notes(client, ENGLISH)
-            assert "vector" in (await recall(client, "dentist appointment"))["skipped"]
-            body = await recall(client, "dentist appointment", deadline_ms=0)
-            assert body["degraded"] is False
 
     async def test_why_not_explains_the_complete_recall(self, client: Any) -> None:
         """`why_not` ignores the deadline: its cosines are the vector search's."""
