@@ -76,13 +76,13 @@ class Metrics:
         # superseded search and events, the raw log marked done with the ledger, the jobs.
         # Inside the search stage (app/recall/search.py): the keyword search (with the
         # namespace copy's check or load), the vector search once the question's vector is
-        # there, what is left of the keyword search then, the extra (date, session) searches;
+        # there, the extra (date, session) searches;
         # and the namespace copies (re)loaded from LanceDB (namespace_cache.py).
         self.recall_search = Histogram("engram_recall_search_seconds",
                                        "Recall search time per step", ["step"],
                                        buckets=_STEP_BUCKETS, registry=r)
         # Recalls answered from what was ready at their deadline (app/recall/deadline.py),
-        # and the stages skipped (vector, second_hop): a recall may skip several.
+        # and the stages skipped (vector, keyword, second_hop): a recall may skip several.
         self.recall_degraded = Counter("engram_recall_degraded_total",
                                        "Recalls that skipped a stage for their deadline",
                                        registry=r)

@@ -1,17 +1,21 @@
 """A recall's deadline: when its answer is due, and the stages it skipped to be on time.
 
-The deadline runs from the start of the recall (`RecallService._run`). Two stages can be
-late and are then skipped, never turned into an error:
+The deadline runs from the start of the recall (`RecallService._run`). A stage not done
+by then is skipped and named, never turned into an error:
 
 - `vector`: the question's vector is computed in the embedding pool while the full-text
   search runs; the vector search (and the date or session searches, which need the vector
   too) is used only if it is done by the deadline. Otherwise the answer comes from the
   full-text search alone, scored on its keyword part (`score(keyword_only=True)`).
+- `keyword`: the full-text search (LanceDB's, the slowest step under a heavy ingest) the
+  same way: without it, the vector search's candidates, their share of the question's
+  words standing for the missing BM25 rank (`score(without_bm25=True)`).
 - `second_hop`: the hop's searches start only while time is left.
 
-The full-text search is always waited for: it is the answer a late recall falls back on.
-A late task is cancelled and left to finish harmlessly (`wait`): an embedding job whose
-caller went away is dropped from the pool's queue, a LanceDB call in a thread ends there.
+When neither search is done by the deadline, the first one to finish answers (`settle`):
+an answer needs one. A late task is cancelled and left to finish harmlessly (`late`): an
+embedding job whose caller went away is dropped from the pool's queue, a LanceDB call in a
+thread ends there.
 """
 
 from __future__ import annotations
@@ -19,11 +23,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any
 
 from app.recall.schemas import Stage
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -50,23 +52,24 @@ class Deadline:
         if stage not in self.skipped:
             self.skipped.append(stage)
 
-    async def wait(self, task: asyncio.Task[T]) -> asyncio.Task[T] | None:
-        """`task` if it is done by the deadline (or at all, without one); otherwise None,
-        and the task is cancelled (not waited for: a thread it runs in ends on its own).
+    async def settle(self, *tasks: asyncio.Task[Any]) -> None:
+        """Wait until every task is done or the deadline has passed; if none is done by
+        then, until the first one is (an answer needs one search)."""
+        pending = {task for task in tasks if not task.done()}
+        if pending:
+            await asyncio.wait(pending, timeout=self.left())
+        if not any(task.done() for task in tasks):
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
 
-        Only the deadline bounds the wait: a caller's cancellation still cancels `task`
-        through the caller's own clean-up.
-        """
-        left = self.left()
-        if left is None:
-            await asyncio.wait({task})
-        elif not task.done():
-            await asyncio.wait({task}, timeout=left)
+    def late(self, task: asyncio.Task[Any], stage: Stage) -> bool:
+        """Whether `task` missed the deadline (`settle`): then it is cancelled (not waited
+        for: a thread it runs in ends on its own) and `stage` is skipped."""
         if task.done():
-            return task
+            return False
         task.cancel()
         task.add_done_callback(_retrieve)
-        return None
+        self.skip(stage)
+        return True
 
 
 def _retrieve(task: asyncio.Task[object]) -> None:

@@ -68,7 +68,8 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
         unknown = pool.unknown_share(part)
         return found, score(found, query, settings, terms=part_terms,
                             chinese=has_han(part), unknown=unknown,
-                            keyword_only=not searched.with_vector)
+                            keyword_only=not searched.with_vector,
+                            without_bm25=not searched.with_keyword)
 
     results = await asyncio.gather(*(one(part, t) for part, t in parts))
     bridges = []

@@ -53,6 +53,7 @@ class Stage(StrEnum):
     """A stage of recall that a deadline can skip (app/recall/deadline.py)."""
 
     vector = "vector"  # the vector search (and the date or session searches)
+    keyword = "keyword"  # the full-text search
     second_hop = "second_hop"  # the searches from the line the first search found
 
 
@@ -121,10 +122,12 @@ class RecallRequest(BaseModel):
         description="Answer within about this many milliseconds of the recall's start "
         "(default: the server's ENGRAM_RECALL_DEADLINE_MS; 0: no deadline). A stage not done "
         "by then is skipped, never an error: without the question's vector by the deadline "
-        "the answer comes from the full-text search alone (scored on its keyword part), and "
-        "a second hop starts only while time is left. The response then says `degraded` "
-        "and names the `skipped` stages. The full-text search is always waited for. "
-        "`/v1/recall/why_not` ignores it: its explanation needs the complete recall.")
+        "the answer comes from the full-text search alone (scored on its keyword part), "
+        "without the full-text search from the vector search alone (each memory's share of "
+        "the query's words standing for its BM25 rank); when neither is done, the first to "
+        "finish answers. A second hop starts only while time is left. The response then "
+        "says `degraded` and names the `skipped` stages. `/v1/recall/why_not` ignores it: "
+        "its explanation needs the complete recall.")
 
     @model_validator(mode="after")
     def _sensible(self) -> RecallRequest:
@@ -226,5 +229,6 @@ class RecallResponse(BaseModel):
     skipped: list[Stage] = Field(
         default_factory=list, description="The stages the deadline skipped: `vector` (the "
         "question's vector was not ready: full-text matches only, their `cosine` 0), "
-        "`second_hop` (the search from the line the first search found).")
+        "`keyword` (the full-text search was not done: vector matches only), `second_hop` "
+        "(the search from the line the first search found).")
     took_ms: float

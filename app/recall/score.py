@@ -54,13 +54,15 @@ _SECONDS_PER_DAY = 86_400.0
 
 def score(candidates: list[Candidate], query: Query, settings: Settings, *,
           terms: QueryTerms, chinese: bool, unknown: float = 0.0,
-          keyword_only: bool = False) -> Coverage | None:
+          keyword_only: bool = False, without_bm25: bool = False) -> Coverage | None:
     """Score every candidate in place; returns the query's term weights over them.
 
     `terms`: the words of the question (or its part or hop) searched for; `chinese`: whether
     that text is Chinese; `unknown`: the share of it the model cannot read; `keyword_only`:
     the question's vector was late for the recall's deadline (deadline.py), so there is no
-    cosine and the keyword part is the whole relevance.
+    cosine and the keyword part is the whole relevance; `without_bm25`: the full-text search
+    was late, so there is no BM25 rank and the share of the question's words a memory holds
+    is its whole keyword part.
     """
     if not candidates:
         return None
@@ -91,10 +93,13 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
         floor, ceiling = bands[chinese and has_han(c.memory.text)]
         c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
         rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
-        c.keyword = 0.5 * cover + 0.5 * rank_part
+        covers = ranking_cover(c.memory, cover, matcher, index)
+        if without_bm25:  # the share stands for the rank it would have had
+            c.keyword, ranked = cover, covers
+        else:
+            c.keyword, ranked = 0.5 * cover + 0.5 * rank_part, 0.5 * covers + 0.5 * rank_part
         c.relevance = (1 - weight) * c.vector + weight * c.keyword
-        c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * (
-            0.5 * ranking_cover(c.memory, cover, matcher, index) + 0.5 * rank_part)
+        c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * ranked
         if (across_band is not None and not keyword_only
                 and in_another_script(terms, c.memory.text)):
             # No word of the question can be in it: its relevance is the vector part

@@ -4,8 +4,8 @@ The keyword search runs while the question is embedded, the vector search as soo
 embedding is there; both filter by namespace first, so no other namespace can ever appear.
 Each returns `CANDIDATES` memories. A named date or a referenced session adds a small vector
 search inside it. A keyword-only hit gets its cosine from its stored vector: one scale for all.
-Past the recall's deadline the vector searches are dropped and the keyword hits are the
-answer (deadline.py).
+A search not done by the recall's deadline is dropped, and the other one answers
+(deadline.py).
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ def search_filter(request: RecallRequest) -> SearchFilter:
 
 @dataclass
 class Searched:
-    """A search's candidates, and whether the vector searches are in them (not when the
-    question's vector was late for the deadline: full-text hits only)."""
+    """A search's candidates, and which searches are in them: not one that was late for
+    the recall's deadline (deadline.py)."""
 
     candidates: list[Candidate]
     with_vector: bool
+    with_keyword: bool
 
 
 @dataclass
@@ -96,23 +97,19 @@ class Searcher:
         vector = asyncio.create_task(self._vector_search(query, text, where, step=step,
                                                          started=started))
         try:
-            # The vector searches count only if done by the deadline; the keyword search
-            # goes on meanwhile and is always waited for (the answer of a late recall).
-            ready = await deadline.wait(vector)
-            at = time.perf_counter()
-            keyword_hits, keyword_vectors = await keyword
-            if step is not None:
-                step.labels("keyword_left").observe(time.perf_counter() - at)
+            # What is done by the deadline counts (or the first search to finish, when
+            # neither is); the other is cancelled and named as skipped.
+            await deadline.settle(keyword, vector)
         finally:
             for task in (keyword, vector):
                 if not task.done():
                     task.cancel()
-        if ready is None:
-            deadline.skip(Stage.vector)
-            return Searched(merge([], keyword_hits, keyword_vectors, None), with_vector=False)
-        query_vector, vector_hits = ready.result()
+        with_keyword = not deadline.late(keyword, Stage.keyword)
+        with_vector = not deadline.late(vector, Stage.vector)
+        keyword_hits, keyword_vectors = keyword.result() if with_keyword else ([], None)
+        query_vector, vector_hits = vector.result() if with_vector else (None, [])
         return Searched(merge(vector_hits, keyword_hits, keyword_vectors, query_vector),
-                        with_vector=True)
+                        with_vector=with_vector, with_keyword=with_keyword)
 
     async def _vector_search(self, query: Query, text: str, where: SearchFilter, *,
                              step: Histogram | None, started: float
@@ -169,7 +166,8 @@ class Searcher:
 
 
 def merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
-          keyword_vectors: np.ndarray, query_vector: np.ndarray | None) -> list[Candidate]:
+          keyword_vectors: np.ndarray | None, query_vector: np.ndarray | None
+          ) -> list[Candidate]:
     """One candidate per memory, vector hits first; a keyword hit's cosine from its vector
     (0 without the question's vector: a recall past its deadline)."""
     by_id: dict[str, Candidate] = {}
@@ -177,7 +175,7 @@ def merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
         if hit.memory.id not in by_id:
             by_id[hit.memory.id] = Candidate(hit.memory, cosine=hit.cosine or 0.0,
                                              stored=hit.vector)
-    if len(keyword_hits):
+    if len(keyword_hits) and keyword_vectors is not None:
         # Keyword-only hits get their cosine from their stored vectors: one scale for all.
         cosines = keyword_vectors @ query_vector.astype(np.float32) \
             if query_vector is not None else np.zeros(len(keyword_hits), dtype=np.float32)

@@ -1,10 +1,10 @@
 """A recall within a deadline (`deadline_ms`, `recall_deadline_ms`), through the HTTP API with
 the real model: a late stage is skipped and named, never an error.
 
-Not timing luck: a 1 ms deadline has passed before the question's vector can be there (the
-vector task has not even run once when the search starts waiting for it, and a forward pass
-takes milliseconds), so `vector` is skipped every time; and no deadline (0) or a minute
-is never reached by a recall of a few notes.
+Not timing luck: a 1 ms deadline has passed before either search can be done (their tasks
+have not even run once when the search starts waiting), so one search is skipped every
+time, whichever finishes second; the assertions hold for either. No deadline (0) or a
+minute is never reached by a recall of a few notes.
 """
 
 from __future__ import annotations
@@ -28,34 +28,44 @@ def answer(body: dict[str, Any]) -> list[tuple[str, float]]:
     return [(m["id"], m["score"]) for m in body["memories"]]
 
 
+def one_search_skipped(body: dict[str, Any]) -> str:
+    """The search a degraded recall skipped: after 1 ms neither search is done (their tasks
+    have not run once when the recall starts waiting), so the first to finish answers and
+    the other is skipped; a hop from the line found, if any, has no time left either."""
+    assert body["degraded"] is True
+    skipped: list[str] = body["skipped"]
+    assert skipped[0] in ("vector", "keyword") and skipped[1:] in ([], ["second_hop"]), skipped
+    return skipped[0]
+
+
 class TestTinyDeadline:
     @pytest.mark.parametrize("language", ["zh", "en"])
-    async def test_keyword_matches_without_the_vector(self, client: Any,
-                                                      language: str) -> None:
-        """The question's vector is not there after 1 ms: the full-text search answers,
-        and the response says so."""
+    async def test_a_clear_keyword_question_is_still_answered(self, client: Any,
+                                                              language: str) -> None:
+        """After 1 ms one search answers alone, and the response says which was skipped."""
         await store_notes(client, NOTES[language])
         question, word = KEYWORD_QUESTIONS[language]
         body = await recall(client, question, deadline_ms=1)
-        assert body["degraded"] is True
-        # A hop from the line it found, if any, has no time left either.
-        assert body["skipped"] in (["vector"], ["vector", "second_hop"])
+        skipped = one_search_skipped(body)
         assert word in first_text(body)
-        # No cosine without the question's vector: the keyword part is the relevance.
         best = body["memories"][0]["explain"]
-        assert best["cosine"] == 0 and best["relevance"] == best["keyword"] > 0
+        if skipped == "vector":
+            # No cosine without the question's vector: the keyword part is the relevance.
+            assert best["cosine"] == 0 and best["relevance"] == best["keyword"] > 0
+        else:
+            assert best["cosine"] > 0 and best["keyword"] > 0
 
     @pytest.mark.parametrize("language", ["zh", "en"])
     async def test_the_second_hop_is_skipped_and_named(self, open_client: Any,
                                                        language: str) -> None:
-        """"How old is the nurse in Shenzhen?": the line naming the person is found by its
-        words; the hop that would find their age has no time left."""
+        """"How old is the nurse in Shenzhen?": the line naming the person is found; the
+        hop that would find their age has no time left."""
         async with open_client(recall_equivalents=False) as client:
             await store_days(client, HOP_DAYS[language], namespace=language)
             late = await recall(client, HOP_QUERIES[language], namespace=language,
                                 max_tokens=60, deadline_ms=1)
-            assert late["degraded"] is True
-            assert late["skipped"] == ["vector", "second_hop"]
+            one_search_skipped(late)
+            assert late["skipped"][-1] == "second_hop"
             assert "n1" in returned_ids(late), late["memories"]
             full = await recall(client, HOP_QUERIES[language], namespace=language,
                                 max_tokens=60, deadline_ms=0)
@@ -70,7 +80,7 @@ class TestTinyDeadline:
         assert "engram_recall_degraded_total 1.0" in text
         assert metric_by_label(text, "engram_recall_skipped_total", "stage") == {
             stage: 1.0 for stage in late["skipped"]}
-        assert "vector" in late["skipped"]
+        one_search_skipped(late)
 
 
 class TestTheServerDefault:
@@ -81,7 +91,7 @@ class TestTheServerDefault:
     async def test_applies_unless_the_call_says(self, open_client: Any) -> None:
         async with open_client(recall_deadline_ms=1) as client:
             await store_notes(client, ENGLISH)
-            assert "vector" in (await recall(client, "dentist appointment"))["skipped"]
+            one_search_skipped(await recall(client, "dentist appointment"))
             body = await recall(client, "dentist appointment", deadline_ms=0)
             assert body["degraded"] is False
 
