@@ -98,12 +98,12 @@ class Searcher:
                                                          started=started))
         try:
             # What is done by the deadline counts (or the first search to finish, when
-            # neither is); the other is cancelled and named as skipped.
+            # neither is); the other is cancelled and named as skipped (`late`).
             await deadline.settle(keyword, vector)
-        finally:
-            for task in (keyword, vector):
-                if not task.done():
-                    task.cancel()
+        except BaseException:  # the request went away: nothing waits for the searches
+            keyword.cancel()
+            vector.cancel()
+            raise
         with_keyword = not deadline.late(keyword, Stage.keyword)
         with_vector = not deadline.late(vector, Stage.vector)
         keyword_hits, keyword_vectors = keyword.result() if with_keyword else ([], None)

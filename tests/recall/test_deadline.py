@@ -9,11 +9,15 @@ minute is never reached by a recall of a few notes.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 
 from app.config import Settings
+from app.recall.deadline import Deadline
+from app.recall.schemas import Stage
 from tests.helpers import metric_by_label
 from tests.recall.test_focus_and_hops import HOP_DAYS, HOP_QUERIES, returned_ids
 from tests.recall.test_focus_and_hops import store_notes as store_days
@@ -21,6 +25,49 @@ from tests.recall.test_recall_api import CHINESE, ENGLISH, first_text, recall, s
 
 KEYWORD_QUESTIONS = {"zh": ("体检安排", "体检"), "en": ("dentist appointment", "dentist")}
 NOTES = {"zh": CHINESE, "en": ENGLISH}
+
+
+class TestDeadline:
+    """The mechanism alone, on plain tasks (no model, no store)."""
+
+    async def test_what_is_done_by_the_deadline_counts(self) -> None:
+        deadline = Deadline.after(50, started=time.perf_counter())
+        quick = asyncio.create_task(asyncio.sleep(0, result="quick"))
+        slow = asyncio.create_task(asyncio.sleep(60))
+        await deadline.settle(quick, slow)
+        assert not deadline.late(quick, Stage.keyword)
+        assert deadline.late(slow, Stage.vector)
+        assert deadline.skipped == [Stage.vector]
+        await asyncio.sleep(0)
+        assert slow.cancelled()  # dropped, not waited for
+
+    async def test_when_nothing_is_done_the_first_to_finish_answers(self) -> None:
+        deadline = Deadline.after(1, started=time.perf_counter() - 1)  # long passed
+        first = asyncio.create_task(asyncio.sleep(0.01, result="first"))
+        second = asyncio.create_task(asyncio.sleep(60))
+        await deadline.settle(first, second)
+        assert first.result() == "first"
+        assert deadline.late(second, Stage.vector) and not deadline.late(first, Stage.keyword)
+
+    async def test_a_late_task_ends_cancelled_never_failing_the_recall(self) -> None:
+        async def fails() -> None:
+            await asyncio.sleep(0.01)
+            raise RuntimeError("late and broken")
+
+        deadline = Deadline.after(1, started=time.perf_counter() - 1)
+        done = asyncio.create_task(asyncio.sleep(0))
+        late = asyncio.create_task(fails())
+        await deadline.settle(done, late)
+        assert deadline.late(late, Stage.vector)
+        await asyncio.sleep(0.02)
+        assert late.cancelled()
+
+    async def test_no_deadline_waits_for_everything(self) -> None:
+        deadline = Deadline.after(0, started=time.perf_counter())
+        tasks = [asyncio.create_task(asyncio.sleep(0.01 * i)) for i in range(3)]
+        await deadline.settle(*tasks)
+        assert all(t.done() for t in tasks) and deadline.skipped == []
+        assert not deadline.passed
 
 
 def answer(body: dict[str, Any]) -> list[tuple[str, float]]:
