@@ -153,7 +153,7 @@ _WAITS = {"recall_in_server": ("engram_recall_seconds_bucket", ""),
           **{f"stage_{stage}": ("engram_recall_stage_seconds_bucket", f'stage="{stage}"')
              for stage in ("read", "search", "order", "pack")},
           **{f"search_{step}": ("engram_recall_search_seconds_bucket", f'step="{step}"')
-             for step in ("keyword", "vector_ready", "vector", "extra")},
+             for step in ("keyword", "vector_ready", "vector", "keyword_left", "extra")},
           "question_vector_wait": ("engram_embedding_wait_seconds_bucket", 'lane="query"'),
           "question_encoding": ("engram_embedding_batch_seconds_bucket", 'kind="query"'),
           "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", ""),

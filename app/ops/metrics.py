@@ -76,7 +76,7 @@ class Metrics:
         # superseded search and events, the raw log marked done with the ledger, the jobs.
         # Inside the search stage (app/recall/search.py): the keyword search (with the
         # namespace copy's check or load), the vector search once the question's vector is
-        # there, the extra (date, session) searches;
+        # there, what was left of the keyword search then, the extra (date, session) searches;
         # and the namespace copies (re)loaded from LanceDB (namespace_cache.py).
         self.recall_search = Histogram("engram_recall_search_seconds",
                                        "Recall search time per step", ["step"],

@@ -96,6 +96,13 @@ class Searcher:
         keyword = asyncio.create_task(keyword_search())
         vector = asyncio.create_task(self._vector_search(query, text, where, step=step,
                                                          started=started))
+        finished: dict[asyncio.Task[Any], float] = {}  # when each search's task ended
+
+        def ended(task: asyncio.Task[Any]) -> None:
+            finished[task] = time.perf_counter()
+
+        keyword.add_done_callback(ended)
+        vector.add_done_callback(ended)
         try:
             # What is done by the deadline counts (or the first search to finish, when
             # neither is); the other is cancelled and named as skipped (`late`).
@@ -106,6 +113,11 @@ class Searcher:
             raise
         with_keyword = not deadline.late(keyword, Stage.keyword)
         with_vector = not deadline.late(vector, Stage.vector)
+        if step is not None and with_keyword and with_vector:
+            # What was left of the keyword search once the vector searches were done.
+            now = time.perf_counter()
+            step.labels("keyword_left").observe(
+                max(0.0, finished.get(keyword, now) - finished.get(vector, now)))
         keyword_hits, keyword_vectors = keyword.result() if with_keyword else ([], None)
         query_vector, vector_hits = vector.result() if with_vector else (None, [])
         return Searched(merge(vector_hits, keyword_hits, keyword_vectors, query_vector),
