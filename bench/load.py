@@ -5,7 +5,9 @@
    concurrently (one call per session, alternately `wait=true` and `wait=false`), while the
    same 2 clients keep recalling in two of the namespaces being written. Errors (any status
    but 200/202), recall p50 / p99 during the ingest against idle, and every message stored
-   once (read back from the LanceDB files below the API, all built).
+   once (read back from the LanceDB files below the API, all built). The share of recalls
+   the server's default deadline answered degraded (`recall_deadline_ms`, issue 37), idle
+   and during the ingest, with the stages they skipped.
 3. Server RSS (VmRSS / VmHWM) at idle start (ready, nothing stored) and after the ingest,
    each with its anonymous (heap) and file-backed (mapped libraries, the model file) parts
    from /proc/PID/smaps_rollup, and the server's own `engram_memory_held` gauges.
@@ -67,13 +69,15 @@ async def store(client: httpx.AsyncClient, namespace: str, session_id: str,
 
 async def recall_loop(client: httpx.AsyncClient, namespace: str, rng: random.Random,
                       *, count: int | None, until: asyncio.Event | None
-                      ) -> tuple[list[float], list[str], list[float]]:
-    """Recall one query after another; latencies (s), errors, and each recall's time outside
+                      ) -> tuple[list[float], list[str], list[float], list[list[str]]]:
+    """Recall one query after another; latencies (s), errors, each recall's time outside
     the recall service (s: the client's latency less the response's `took_ms`: HTTP, the
-    request waiting for the event loop, validation, serialisation)."""
+    request waiting for the event loop, validation, serialisation), and the stages each
+    answered recall skipped for its deadline (the server's default: none passed here)."""
     latencies: list[float] = []
     errors: list[str] = []
     outside: list[float] = []
+    skipped: list[list[str]] = []
     while (count is None or len(latencies) < count) and not (until and until.is_set()):
         started = time.perf_counter()
         response = await client.post("/v1/recall", json={
@@ -83,7 +87,16 @@ async def recall_loop(client: httpx.AsyncClient, namespace: str, rng: random.Ran
             errors.append(f"recall {response.status_code}: {response.text[:200]}")
         else:
             outside.append(latencies[-1] - response.json()["took_ms"] / 1000)
-    return latencies, errors, outside
+            skipped.append(response.json().get("skipped", []))
+    return latencies, errors, outside, skipped
+
+
+def degraded(skipped: list[list[str]]) -> Json:
+    """The share of answered recalls that skipped a stage for their deadline, and how often
+    each stage was skipped."""
+    stages = Counter(stage for row in skipped for stage in row)
+    share = sum(1 for row in skipped if row) / len(skipped) if skipped else 0.0
+    return {"n": len(skipped), "share": round(share, 3), "skipped": dict(stages)}
 
 
 async def jobs_done(client: httpx.AsyncClient, job_ids: list[str]) -> None:
@@ -215,16 +228,17 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         idle = await asyncio.gather(*(
             recall_loop(client, ns, random.Random(i), count=args.idle_recalls, until=None)
             for i, ns in enumerate(recall_namespaces)))
-        idle_latencies = [x for lat, _, _ in idle for x in lat]
+        idle_latencies = [x for lat, _, _, _ in idle for x in lat]
         result["recall_idle"] = stats(idle_latencies)
-        result["recall_idle_outside_service"] = stats([x for _, _, out in idle for x in out])
+        result["recall_idle_outside_service"] = stats([x for _, _, out, _ in idle for x in out])
+        result["recall_idle_degraded"] = degraded([x for *_, sk in idle for x in sk])
         result["recall_idle_server"] = {
             k: v for k, v in bucket_quantiles(scraped, histogram_buckets(
                 (await client.get("/metrics")).text)).items() if not k.startswith("store_")}
         progress(result)
 
         # 2. ingest with recalls running
-        errors: list[str] = [e for _, errs, _ in idle for e in errs]
+        errors: list[str] = [e for _, errs, _, _ in idle for e in errs]
         job_ids: list[str] = []
         statuses: Counter[int] = Counter()
 
@@ -254,8 +268,8 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         built = time.perf_counter() - began
         ingest_done.set()
         during = await asyncio.gather(*recalls)
-        errors += [e for _, errs, _ in during for e in errs]
-        busy = stats([x for lat, _, _ in during for x in lat])
+        errors += [e for _, errs, _, _ in during for e in errs]
+        busy = stats([x for lat, _, _, _ in during for x in lat])
         messages = args.tenants * args.sessions * args.messages
         result["ingest"] = {
             "messages": messages, "store_calls": args.tenants * args.sessions,
@@ -265,7 +279,8 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         }
         result["recall_during_ingest"] = busy
         result["recall_during_ingest_outside_service"] = stats(
-            [x for _, _, out in during for x in out])
+            [x for _, _, out, _ in during for x in out])
+        result["recall_during_ingest_degraded"] = degraded([x for *_, sk in during for x in sk])
         result["recall_during_ingest_server"] = bucket_quantiles(
             scraped, histogram_buckets((await client.get("/metrics")).text))
         if result["recall_idle"].get("p99_ms"):
@@ -346,6 +361,9 @@ def report(result: Json) -> str:
         f"recall time outside the recall service (HTTP, loop waits): idle "
         f"{result.get('recall_idle_outside_service')}; during ingest "
         f"{result.get('recall_during_ingest_outside_service')}",
+        f"recall degraded by the deadline (share, skipped stages): idle "
+        f"{result.get('recall_idle_degraded')}; during ingest "
+        f"{result.get('recall_during_ingest_degraded')}",
         f"recall idle, server histograms: {result.get('recall_idle_server')}",
         f"recall during ingest, server histograms: {result.get('recall_during_ingest_server')}",
         f"RSS at idle start: {result['rss_idle_start_kib']} KiB",

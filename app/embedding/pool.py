@@ -238,10 +238,14 @@ class EmbeddingPool:
                     except TimeoutError:
                         break
                     self._take_questions(batch)
+            if not batch:
+                continue  # every waiting question's caller went away
             await self._encode(self._question_thread, batch, query=True)
             concurrent = bool(self._questions)
 
     def _take_questions(self, batch: list[_Job]) -> list[_Job]:
+        # A question whose caller went away (a recall past its deadline) is not encoded.
+        self._questions = [job for job in self._questions if not job.future.done()]
         room = self._batch_size - len(batch)
         batch.extend(self._questions[:room])
         del self._questions[:room]

@@ -76,11 +76,19 @@ class Metrics:
         # superseded search and events, the raw log marked done with the ledger, the jobs.
         # Inside the search stage (app/recall/search.py): the keyword search (with the
         # namespace copy's check or load), the vector search once the question's vector is
-        # there, what is left of the keyword search then, the extra (date, session) searches;
+        # there, what was left of the keyword search then, the extra (date, session) searches;
         # and the namespace copies (re)loaded from LanceDB (namespace_cache.py).
         self.recall_search = Histogram("engram_recall_search_seconds",
                                        "Recall search time per step", ["step"],
                                        buckets=_STEP_BUCKETS, registry=r)
+        # Recalls answered from what was ready at their deadline (app/recall/deadline.py),
+        # and the stages skipped (vector, keyword, second_hop): a recall may skip several.
+        self.recall_degraded = Counter("engram_recall_degraded_total",
+                                       "Recalls that skipped a stage for their deadline",
+                                       registry=r)
+        self.recall_skipped = Counter("engram_recall_skipped_total",
+                                      "Recall stages skipped for the deadline", ["stage"],
+                                      registry=r)
         self.store_stage = Histogram("engram_store_stage_seconds", "Store time per stage",
                                      ["stage"], buckets=_LATENCY_BUCKETS, registry=r)
         self.embed_batch = Histogram("engram_embedding_batch_size", "Texts per forward pass",

@@ -6,7 +6,8 @@ keeps its best score over the parts, so the second question's answer is not outr
 the first question's weak matches. A question that identifies its subject by a fact ("那个
 在深圳工作的人，年龄是多少？") gets a second search with the line that states that fact
 ("我婶婶在深圳工作"): the hop (`bridge`), and what the line names beyond the question's
-words (婶婶: `hop_names`) keeps the lines about it when packing.
+words (婶婶: `hop_names`) keeps the lines about it when packing. Past the recall's deadline
+the hop is skipped (deadline.py).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics
 from app.recall.candidates import Candidate
+from app.recall.deadline import Deadline
 from app.recall.lines import lines, one_speaker
 from app.recall.pending import without_built
 from app.recall.query import Query
 from app.recall.references import split_questions
+from app.recall.schemas import Stage
 from app.recall.score import score
 from app.recall.search import Searcher
 from app.recall.text import Coverage, QueryTerms, query_terms
@@ -40,8 +43,9 @@ class Found:
 
 
 async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, settings: Settings,
-               metrics: Metrics | None) -> Found:
-    """Search and score the question, per sub-question, and its hop (module docstring)."""
+               deadline: Deadline, metrics: Metrics | None) -> Found:
+    """Search and score the question, per sub-question, and its hop (module docstring);
+    what is late for `deadline` is skipped and named in it (deadline.py)."""
     if query.nothing_to_look_up:
         return Found([], None, None)  # no search: a greeting finds nothing by definition
     parsed, text = query.parsed, query.search_text
@@ -60,10 +64,14 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
 
     async def one(part: str, part_terms: QueryTerms
                   ) -> tuple[list[Candidate], Coverage | None]:
-        found = await searcher.search(query, part, terms=part_terms, metrics=metrics)
+        searched = await searcher.search(query, part, terms=part_terms, deadline=deadline,
+                                         metrics=metrics)
+        found = searched.candidates
         unknown = pool.unknown_share(part)
         return found, score(found, query, settings, terms=part_terms,
-                            chinese=has_han(part), unknown=unknown)
+                            chinese=has_han(part), unknown=unknown,
+                            keyword_only=not searched.with_vector,
+                            without_bm25=not searched.with_keyword)
 
     results = await asyncio.gather(*(one(part, t) for part, t in parts))
     bridges = []
@@ -79,6 +87,10 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
             bridges.append((hop, hop_terms))
             if matcher.held_share(line) >= NAMES_FROM:
                 names = names.merged(beyond(read(line), part_terms))
+    if bridges and deadline.passed:
+        # No time left for the hop's searches: the first search's answer.
+        deadline.skip(Stage.second_hop)
+        bridges, names = [], QueryTerms(latin=frozenset(), cjk=frozenset())
     if bridges:
         results += await asyncio.gather(*(one(b, t) for b, t in bridges))
     if len(results) == 1:

@@ -85,9 +85,11 @@ class PendingSearch:
         return words
 
     async def candidates(self, messages: list[MessageRecord], terms: QueryTerms, *,
-                         query_vector: np.ndarray, found: list[Candidate]) -> list[Candidate]:
+                         query_vector: np.ndarray | None, found: list[Candidate]
+                         ) -> list[Candidate]:
         """Provisional candidates: per session, its pending messages holding a term of the
-        question, without those a memory holds (`found`, or built since the read)."""
+        question, without those a memory holds (`found`, or built since the read). Without
+        `query_vector` (past the recall's deadline) they are matched by keyword only."""
         if not messages or not terms:
             return []
         shares = Coverage(terms, [m.content for m in messages]).scores
@@ -110,6 +112,9 @@ class PendingSearch:
         if not latest:
             return []
         memories = [_provisional(group) for group in latest]
+        if query_vector is None:
+            return [Candidate(memory, when=_latest(group))
+                    for memory, group in zip(memories, latest, strict=True)]
         vectors = await self._embed([m.text for m in memories])
         cosines = vectors @ query_vector.astype(np.float32)
         return [Candidate(memory, cosine=float(cosine), stored=vector,

@@ -54,6 +54,14 @@ class Superseded(StrEnum):
     omit = "omit"
 
 
+class Stage(StrEnum):
+    """A stage of recall that a deadline can skip (app/recall/deadline.py)."""
+
+    vector = "vector"  # the vector search (and the date or session searches)
+    keyword = "keyword"  # the full-text search
+    second_hop = "second_hop"  # the searches from the line the first search found
+
+
 class Layer(StrEnum):
     longterm = "longterm"  # summaries and long-term facts: first in the block
     detail = "detail"  # everything else
@@ -123,6 +131,17 @@ class RecallRequest(BaseModel):
         "`mark` (default) returns it after the newer one, with `superseded_by`, and the block "
         "dates it as changed, so an assistant can still answer \"where did I live before?\" "
         "and reads it as history; `omit` leaves it out when the newer one is returned.")
+    deadline_ms: int | None = Field(
+        default=None, ge=0, le=60_000, strict=True,
+        description="Answer within about this many milliseconds of the recall's start "
+        "(default: the server's ENGRAM_RECALL_DEADLINE_MS; 0: no deadline). A stage not done "
+        "by then is skipped, never an error: without the question's vector by the deadline "
+        "the answer comes from the full-text search alone (scored on its keyword part), "
+        "without the full-text search from the vector search alone (each memory's share of "
+        "the query's words standing for its BM25 rank); when neither is done, the first to "
+        "finish answers. A second hop starts only while time is left. The response then "
+        "says `degraded` and names the `skipped` stages. `/v1/recall/why_not` ignores it: "
+        "its explanation needs the complete recall.")
 
     @model_validator(mode="after")
     def _sensible(self) -> RecallRequest:
@@ -240,4 +259,12 @@ class RecallResponse(BaseModel):
         default=None, description="The date or period named in the query, if any: memories "
         "in it are searched as well and boosted.")
     candidates: int = Field(description="Memories scored before the threshold and budget.")
+    degraded: bool = Field(
+        default=False, description="True when the deadline (`deadline_ms`) skipped a stage: "
+        "the answer comes from what was ready (see `skipped`).")
+    skipped: list[Stage] = Field(
+        default_factory=list, description="The stages the deadline skipped: `vector` (the "
+        "question's vector was not ready: full-text matches only, their `cosine` 0), "
+        "`keyword` (the full-text search was not done: vector matches only), `second_hop` "
+        "(the search from the line the first search found).")
     took_ms: float

@@ -62,15 +62,21 @@ class Matched:
     matcher: Coverage | None
     covered: list[float]
     bm25_parts: list[float]
+    without_bm25: bool = False  # no full-text search: the share stands for the rank
 
 
 def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: QueryTerms,
-              chinese: bool, counts: bool = False) -> Matched:
+              chinese: bool, counts: bool = False, keyword_only: bool = False,
+              without_bm25: bool = False) -> Matched:
     """Set every candidate's `vector`, `keyword` and `relevance` (in place): the 0–1 scale
     `min_score` applies to (module docstring). Also the listing's `q=` search scores with it.
 
     `terms`: the words searched for; `chinese`: whether that text is Chinese; `counts`: a
-    counting question (terms no candidate holds are dropped from the shares: `Coverage`).
+    counting question (terms no candidate holds are dropped from the shares: `Coverage`);
+    `keyword_only`: the question's vector was late for the recall's deadline (deadline.py),
+    so there is no cosine and the keyword part is the whole relevance; `without_bm25`: the
+    full-text search was late, so there is no BM25 rank and the share of the question's
+    words a memory holds is its whole keyword part.
     """
     s = settings
     matcher = Coverage(terms, [c.memory.text for c in candidates],
@@ -78,12 +84,13 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
                        drop_absent=counts) if terms and candidates else None
     covered = matcher.scores if matcher else [0.0] * len(candidates)
     if not candidates:
-        return Matched(matcher, covered, [])
+        return Matched(matcher, covered, [], without_bm25)
     best = max(range(len(candidates)), key=lambda i: candidates[i].bm25)
     best_bm25 = candidates[best].bm25
     best_cover = covered[best] if best_bm25 > 0 else 0.0
     profile = s.model_profile
-    weight = profile.keyword_weight_zh if chinese else profile.keyword_weight
+    weight = 1.0 if keyword_only else (
+        profile.keyword_weight_zh if chinese else profile.keyword_weight)
     bands = cosine_bands(s)
     shift = profile.cross_script_shift
     across_band = None if shift is None else (bands[False][0] + shift,
@@ -94,33 +101,38 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
         c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
         rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
         bm25_parts.append(rank_part)
-        c.keyword = 0.5 * cover + 0.5 * rank_part
+        c.keyword = cover if without_bm25 else 0.5 * cover + 0.5 * rank_part
         c.relevance = (1 - weight) * c.vector + weight * c.keyword
-        if across_band is not None and in_another_script(terms, c.memory.text):
+        if (across_band is not None and not keyword_only
+                and in_another_script(terms, c.memory.text)):
             # No word of the question can be in it: its relevance is the vector part
             # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
             # keeps the mix: a memory whose words match stays ahead of one in the other
             # language that only reads close ("我在哪里上班" and a note about Anna's work).
             floor, ceiling = across_band
             c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
-    return Matched(matcher, covered, bm25_parts)
+    return Matched(matcher, covered, bm25_parts, without_bm25)
 
 
 def score(candidates: list[Candidate], query: Query, settings: Settings, *,
-          terms: QueryTerms, chinese: bool, unknown: float = 0.0) -> Coverage | None:
+          terms: QueryTerms, chinese: bool, unknown: float = 0.0,
+          keyword_only: bool = False, without_bm25: bool = False) -> Coverage | None:
     """Score every candidate in place; returns the query's term weights over them.
 
     `terms`: the words of the question (or its part or hop) searched for; `chinese`: whether
-    that text is Chinese; `unknown`: the share of it the model cannot read.
+    that text is Chinese; `unknown`: the share of it the model cannot read; `keyword_only`,
+    `without_bm25`: a search was late for the recall's deadline (`relevance`).
     """
     if not candidates:
         return None
     s = settings
     request, parsed, hint, favoured = query.request, query.parsed, query.hint, query.favoured
-    matched = relevance(candidates, s, terms=terms, chinese=chinese, counts=parsed.counts)
+    matched = relevance(candidates, s, terms=terms, chinese=chinese, counts=parsed.counts,
+                        keyword_only=keyword_only, without_bm25=without_bm25)
     matcher = matched.matcher
     profile = s.model_profile
-    weight = profile.keyword_weight_zh if chinese else profile.keyword_weight
+    weight = 1.0 if keyword_only else (
+        profile.keyword_weight_zh if chinese else profile.keyword_weight)
     # The ranking trusts the cosine only as far as the model can read the query: the
     # bundled English model sees most Chinese characters as [UNK], and its cosine then
     # measures how much unknown text a memory has, not what it says. `min_score` keeps
@@ -130,8 +142,10 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
     about_question = parsed.reference is not None and parsed.reference.about_question
     for index, (c, cover, rank_part) in enumerate(zip(candidates, matched.covered,
                                                       matched.bm25_parts, strict=True)):
-        c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * (
-            0.5 * ranking_cover(c.memory, cover, matcher, index) + 0.5 * rank_part)
+        covers = ranking_cover(c.memory, cover, matcher, index)
+        # Without the full-text search the share stands for the rank it would have had.
+        ranked = covers if matched.without_bm25 else 0.5 * covers + 0.5 * rank_part
+        c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * ranked
         c.decay = decay(c.memory, reference, s)
         c.importance = 1 + IMPORTANCE_BOOST * (c.memory.importance - 5) / 5
         c.tier = TIER_BOOST["longterm"] if c.memory.summary_of else \

@@ -4,8 +4,9 @@ The keyword search runs while the question is embedded, the vector search as soo
 embedding is there; both filter by namespace first, so no other namespace can ever appear.
 Each returns `CANDIDATES` memories. A named date or a referenced session adds a small vector
 search inside it. A keyword-only hit gets its cosine from its stored vector: one scale for all.
-The pending search (pending.py) adds the namespace's messages not built into memories yet
-that hold a word of the question, as provisional memories (read-your-writes).
+A search not done by the recall's deadline is dropped, and the other one answers
+(deadline.py). The pending search (pending.py) adds the namespace's messages not built into
+memories yet that hold a word of the question, as provisional memories (read-your-writes).
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from prometheus_client import Histogram
 
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics
 from app.recall.candidates import Candidate, utc
+from app.recall.deadline import Deadline
 from app.recall.pending import PendingSearch
 from app.recall.query import Query
-from app.recall.schemas import RecallRequest
+from app.recall.schemas import RecallRequest, Stage
 from app.recall.text import QueryTerms
 from app.recall.tuning import CANDIDATES, NAMESPACE_SIZE_TTL, WINDOW_CANDIDATES
 from app.storage.repository import Repository, SearchFilter, SearchHit
@@ -42,8 +45,17 @@ def search_filter(request: RecallRequest) -> SearchFilter:
         session_id=request.session_id,
         time_from=request.time_from,
         time_to=request.time_to,
-        as_of=request.as_of,
     )
+
+
+@dataclass
+class Searched:
+    """A search's candidates, and which searches are in them: not one that was late for
+    the recall's deadline (deadline.py)."""
+
+    candidates: list[Candidate]
+    with_vector: bool
+    with_keyword: bool
 
 
 @dataclass
@@ -64,12 +76,13 @@ class Searcher:
         self._sizes = _SizeCache()
         self._pending = PendingSearch(repo, pool, firewall=settings.store_firewall)
 
-    async def search(self, query: Query, text: str, *, terms: QueryTerms,
-                     metrics: Metrics | None) -> list[Candidate]:
+    async def search(self, query: Query, text: str, *, terms: QueryTerms, deadline: Deadline,
+                     metrics: Metrics | None) -> Searched:
         """The candidates for `text` (the question or a part or hop of it, whose words are
-        `terms`), unscored; `metrics` observes the steps' times
+        `terms`), unscored; without the vector searches if the question's vector is not
+        there by `deadline` (deadline.py). `metrics` observes the steps' times
         (engram_recall_search_seconds)."""
-        request, hint = query.request, query.hint
+        request = query.request
         where = search_filter(request)
         # Not more with a larger top_k: the candidates are also the corpus of the keyword
         # weights (`Coverage`), so the best memory would change with top_k.
@@ -87,24 +100,58 @@ class Searcher:
 
         keyword = asyncio.create_task(keyword_search())
         pending = asyncio.create_task(self._pending.read(where))
+        vector = asyncio.create_task(self._vector_search(query, text, where, step=step,
+                                                         started=started))
+        finished: dict[asyncio.Task[Any], float] = {}  # when each search's task ended
+
+        def ended(task: asyncio.Task[Any]) -> None:
+            finished[task] = time.perf_counter()
+
+        keyword.add_done_callback(ended)
+        vector.add_done_callback(ended)
         try:
-            query_vector, exact = await asyncio.gather(
-                self._pool.embed_query(text), self._exact_search(request.namespace))
-            vector = query_vector.tolist()
-            at = time.perf_counter()
-            vector_hits = list(await self._repo.vector_search(vector, where, limit=limit,
-                                                              exact=exact))
-            done = time.perf_counter()
-            keyword_hits, keyword_vectors = await keyword
-            pending_messages = await pending
-            if step is not None:
-                step.labels("vector_ready").observe(at - started)
-                step.labels("vector").observe(done - at)
-                step.labels("keyword_left").observe(time.perf_counter() - done)
-        finally:
-            for task in (keyword, pending):
-                if not task.done():
-                    task.cancel()
+            # What is done by the deadline counts (or the first search to finish, when
+            # neither is); the other is cancelled and named as skipped (`late`).
+            await deadline.settle(keyword, vector)
+        except BaseException:  # the request went away: nothing waits for the searches
+            keyword.cancel()
+            vector.cancel()
+            pending.cancel()
+            raise
+        with_keyword = not deadline.late(keyword, Stage.keyword)
+        with_vector = not deadline.late(vector, Stage.vector)
+        if step is not None and with_keyword and with_vector:
+            # What was left of the keyword search once the vector searches were done.
+            now = time.perf_counter()
+            step.labels("keyword_left").observe(
+                max(0.0, finished.get(keyword, now) - finished.get(vector, now)))
+        keyword_hits, keyword_vectors = keyword.result() if with_keyword else ([], None)
+        query_vector, vector_hits = vector.result() if with_vector else (None, [])
+        found = merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
+        # After the other searches: a memory they found was built before the pending
+        # search reads which messages are built (pending.py). A cached read (~1 ms).
+        at = time.perf_counter()
+        found += await self._pending.candidates(await pending, terms,
+                                                query_vector=query_vector, found=found)
+        if step is not None:
+            step.labels("pending").observe(time.perf_counter() - at)
+        return Searched(found, with_vector=with_vector, with_keyword=with_keyword)
+
+    async def _vector_search(self, query: Query, text: str, where: SearchFilter, *,
+                             step: Histogram | None, started: float
+                             ) -> tuple[np.ndarray, list[SearchHit]]:
+        """The question's vector and its vector searches: the plain one, then those inside
+        the date or the sessions the question points to."""
+        request, hint = query.request, query.hint
+        query_vector, exact = await asyncio.gather(
+            self._pool.embed_query(text), self._exact_search(request.namespace))
+        vector = query_vector.tolist()
+        at = time.perf_counter()
+        vector_hits = list(await self._repo.vector_search(vector, where, limit=CANDIDATES,
+                                                          exact=exact))
+        if step is not None:
+            step.labels("vector_ready").observe(at - started)
+            step.labels("vector").observe(time.perf_counter() - at)
         # What a date or a reference phrase points to competes even if the plain searches
         # ranked it too low: a small extra search inside that window or session (all at
         # once; their hits are appended in this order).
@@ -124,15 +171,7 @@ class Searcher:
             vector_hits += hits
         if step is not None and extra:
             step.labels("extra").observe(time.perf_counter() - at)
-        found = merge(vector_hits, keyword_hits, keyword_vectors, query_vector)
-        # After the other searches: a memory they found was built before the pending
-        # search reads which messages are built (pending.py).
-        at = time.perf_counter()
-        found += await self._pending.candidates(pending_messages, terms,
-                                                query_vector=query_vector, found=found)
-        if step is not None:
-            step.labels("pending").observe(time.perf_counter() - at)
-        return found
+        return query_vector, vector_hits
 
     async def _exact_search(self, namespace: str) -> bool:
         """Scan a small namespace exhaustively even when the table has a vector index.
@@ -153,16 +192,19 @@ class Searcher:
 
 
 def merge(vector_hits: Sequence[SearchHit], keyword_hits: Sequence[SearchHit],
-          keyword_vectors: np.ndarray, query_vector: np.ndarray) -> list[Candidate]:
-    """One candidate per memory, vector hits first; a keyword hit's cosine from its vector."""
+          keyword_vectors: np.ndarray | None, query_vector: np.ndarray | None
+          ) -> list[Candidate]:
+    """One candidate per memory, vector hits first; a keyword hit's cosine from its vector
+    (0 without the question's vector: a recall past its deadline)."""
     by_id: dict[str, Candidate] = {}
     for hit in vector_hits:
         if hit.memory.id not in by_id:
             by_id[hit.memory.id] = Candidate(hit.memory, cosine=hit.cosine or 0.0,
                                              stored=hit.vector)
-    if len(keyword_hits):
+    if len(keyword_hits) and keyword_vectors is not None:
         # Keyword-only hits get their cosine from their stored vectors: one scale for all.
-        cosines = keyword_vectors @ query_vector.astype(np.float32)
+        cosines = keyword_vectors @ query_vector.astype(np.float32) \
+            if query_vector is not None else np.zeros(len(keyword_hits), dtype=np.float32)
         for hit, cosine, vector in zip(keyword_hits, cosines, keyword_vectors, strict=True):
             existing = by_id.get(hit.memory.id)
             if existing is None:

@@ -15,8 +15,14 @@ One request, read top to bottom in `RecallService._run`, one stage a module:
    Chinese or English.
 6. **Hits** go to the in-memory `HitRecorder`, written in the background in batches.
 
+A recall has a deadline (`deadline_ms`, default `recall_deadline_ms`; `deadline.py`): a
+search stage not done by then is skipped, the answer comes from what is ready, and the
+response says `degraded` and names the `skipped` stages.
+
 The constants of all stages are in `tuning.py`; the types they pass along in
-`candidates.py`. `trace` runs the same recall for `why_not` and returns its steps.
+`candidates.py`. `trace` runs the same recall for `why_not` and returns its steps, without
+a deadline: an explanation of a recall that skipped a stage would explain the skip, not the
+memory asked about.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from app.embedding.pool import EmbeddingPool
 from app.ops.metrics import Metrics, lap_timer
 from app.recall.block import TokenCounter, block_language, render_block
 from app.recall.candidates import Trace, layer, provisional, public
+from app.recall.deadline import Deadline
 from app.recall.hits import HitRecorder
 from app.recall.hop import find
 from app.recall.order import order
@@ -70,18 +77,27 @@ class RecallService:
         # Held while a recall runs: builds and background work wait for it at their
         # boundaries (app/ops/recall_first.py; the app's gate is its pool's).
         with self._pool.recall_first.recalling():
-            response, _ = await self._run(request, metrics=self._metrics, record_hits=True)
+            ms = request.deadline_ms
+            response, _ = await self._run(
+                request, metrics=self._metrics, record_hits=True,
+                deadline_ms=self._settings.recall_deadline_ms if ms is None else ms)
+            if self._metrics is not None and response.degraded:
+                self._metrics.recall_degraded.inc()
+                for stage in response.skipped:
+                    self._metrics.recall_skipped.labels(stage.value).inc()
             return response
 
     async def trace(self, request: RecallRequest) -> tuple[RecallResponse, Trace]:
         """The same recall and its steps, for `why_not`: no hits recorded (asking about a
-        memory must not promote it), no stage metrics observed."""
+        memory must not promote it), no stage metrics observed, and no deadline (the
+        request's `deadline_ms` is ignored): the explanation is of the complete recall."""
         with self._pool.recall_first.recalling():
-            return await self._run(request, metrics=None, record_hits=False)
+            return await self._run(request, metrics=None, record_hits=False, deadline_ms=0)
 
     async def _run(self, request: RecallRequest, *, metrics: Metrics | None,
-                   record_hits: bool) -> tuple[RecallResponse, Trace]:
+                   record_hits: bool, deadline_ms: int) -> tuple[RecallResponse, Trace]:
         started = time.perf_counter()
+        deadline = Deadline.after(deadline_ms, started=started)
         # engram_recall_stage_seconds, from the request's start
         lap = lap_timer(metrics.recall_stage if metrics is not None else None,
                         started=started)
@@ -89,7 +105,7 @@ class RecallService:
         query = await read_query(request, s, self._repo)
         lap("read")
         found = await find(query, searcher=self._searcher, pool=self._pool, settings=s,
-                           metrics=metrics)
+                           deadline=deadline, metrics=metrics)
         lap("search")
         tiers = await order(found.candidates, query, found.matcher, repo=self._repo,
                             supersede_cosine=s.model_profile.supersede_cosine)
@@ -142,6 +158,8 @@ class RecallService:
                 empty=not any(overlaps(c.memory, hint) for c in found.candidates))
             if hint else None,
             candidates=len(found.candidates),
+            degraded=bool(deadline.skipped),
+            skipped=deadline.skipped,
             took_ms=round((time.perf_counter() - started) * 1000, 2),
         )
         return response, Trace(found.candidates, tiers, packing)

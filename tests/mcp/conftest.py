@@ -17,6 +17,9 @@ ALICE = "alice-key-0123456789abcdef"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("mcp")
     env = {"ENGRAM_ADMIN_KEYS": json.dumps([ADMIN]),
-           "ENGRAM_NAMESPACE_KEYS": json.dumps({ALICE: ["alice", "alice-desktop"]})}
+           "ENGRAM_NAMESPACE_KEYS": json.dumps({ALICE: ["alice", "alice-desktop"]}),
+           # Complete answers asserted on a shared, loaded machine: no default deadline
+           # (tests/conftest.py `make_settings` says why).
+           "ENGRAM_RECALL_DEADLINE_MS": "0"}
     with ServerProcess(root / "data", env=env, name="mcp") as proc:
         yield proc

@@ -106,16 +106,18 @@ def recall(namespace: str, query: str, *, top_k: int | None = None,
            categories: Sequence[str] | None = None, tiers: Sequence[str] | None = None,
            session_id: str | None = None, time_from: Time | None = None,
            time_to: Time | None = None, as_of: Time | None = None,
-           language: Language | None = None) -> Call[RecallResult]:
+           language: Language | None = None,
+           deadline_ms: int | None = None) -> Call[RecallResult]:
     """The memories that matter for `query`, within a token budget, and a ready-to-inject
-    `block` (`POST /v1/recall`)."""
+    `block` (`POST /v1/recall`); `deadline_ms` (0: none; default: the server's) answers from
+    what is ready by then, `degraded` with the stages `skipped`."""
     return Call("POST", "/v1/recall", json_of(RecallResult), json=_given(
         namespace=namespace, query=query, top_k=top_k, max_tokens=max_tokens,
         min_score=min_score, branch=branch, other_branches=other_branches,
         categories=None if categories is None else list(categories),
         tiers=None if tiers is None else list(tiers), session_id=session_id,
         time_from=_time(time_from), time_to=_time(time_to), as_of=_time(as_of),
-        language=language))
+        language=language, deadline_ms=deadline_ms))
 
 
 def why_not(namespace: str, query: str, memory_ids: Sequence[str], *,

@@ -84,6 +84,8 @@ class RecallResult(TypedDict):
     reference: NotRequired[JSONObject | None]
     time_window: NotRequired[JSONObject | None]
     candidates: NotRequired[int]
+    degraded: NotRequired[bool]  # the deadline skipped a stage (`skipped`: vector, second_hop)
+    skipped: NotRequired[list[str]]
     took_ms: NotRequired[float]
 
 
