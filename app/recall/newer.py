@@ -55,6 +55,7 @@ import numpy as np
 
 from app.recall.text import QueryTerms, data_sections, idf, latin_words, query_terms
 from app.recall.tuning import RARITY_NEIGHBOURS, SUBJECT_SHARE, SUPERSEDE_NEIGHBOURS
+from app.scripts import HAN_RUN
 from app.storage.records import EventRecord, MemoryRecord, new_event
 from app.storage.repository import Repository, SearchFilter
 
@@ -177,6 +178,19 @@ def announces_change(text: str) -> Change:
     if _change_cues("").search(content):
         return Change.said
     return Change.now if _change_cues("-now").search(content) else Change.none
+
+
+def _han_bigrams(text: str) -> set[str]:
+    return {run[i:i + 2] for run in HAN_RUN.findall(_content(text)) for i in range(len(run) - 1)}
+
+
+def share_words(newer: str, older: str, rarity: Rarity) -> bool:
+    """Whether `newer` holds any word of `older`'s, weighted by rarity, or any two Chinese
+    characters in a row of it (住在, 房租 / 涨租 hold none in common, 个月 both): the least
+    a change of a fact says of it. The segmenter does not keep every Chinese word as a term
+    (住在 is not one), so the pairs of characters stand in for them."""
+    return subject_share(newer, older, rarity) > 0 or \
+        bool(_han_bigrams(newer) & _han_bigrams(older))
 
 
 def later_statement(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,

@@ -21,7 +21,7 @@ import numpy as np
 
 from app.recall.candidates import Candidate
 from app.recall.lines import lines, one_speaker
-from app.recall.newer import Change, Rarity, announces_change, newer_first
+from app.recall.newer import Change, Rarity, announces_change, newer_first, share_words
 from app.recall.query import Query
 from app.recall.score import overlaps
 from app.recall.text import Coverage
@@ -143,6 +143,10 @@ async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],
             return False
         best = units[0][1] if len(units) == 1 or matcher is None else \
             max(units, key=lambda u: matcher.share(u[1]))[1]
+        # And a word of the older one's (rarity-weighted): e5 puts any two short Chinese
+        # sentences close, and "女儿的钢琴课改到周四晚上" changes nothing of "下周二上午体检".
+        if not share_words(c.memory.text, both[older].memory.text, rarity):
+            return False
         change = announces_change(best)
         return change == Change.said or (
             change == Change.now and len(units) == 1 and c.relevance >= floor

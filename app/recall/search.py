@@ -45,6 +45,7 @@ def search_filter(request: RecallRequest) -> SearchFilter:
         session_id=request.session_id,
         time_from=request.time_from,
         time_to=request.time_to,
+        as_of=request.as_of,
     )
 
 

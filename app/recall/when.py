@@ -186,12 +186,9 @@ def find_time_hint(text: str, *, reference: datetime) -> TimeHint | None:
     >>> find_time_hint("What did Maria do on 3 June, 2023?", reference=datetime.now(UTC)).phrase
     'on 3 June, 2023'
     """
-    for pattern in _COMPILED:
-        match = pattern.search(text)
-        if match:
-            window = _window(match, reference)
-            if window:
-                return _hint(window[0], window[1], match.group(0).strip())
+    dated = _first_window(_COMPILED, text, reference)
+    if dated is not None:
+        return dated
     today = reference.replace(hour=0, minute=0, second=0, microsecond=0)
     for pattern, period in _RELATIVE:
         match = pattern.search(text)
@@ -216,12 +213,18 @@ def find_bare_month(text: str, *, reference: datetime) -> TimeHint | None:
     """A month named without a year ("in September", "九月份"): the latest such month not
     after the reference time. Not read in every question ("born in May" says when
     something happened): only where the month is all a question asks about (`query.py`)."""
-    for pattern in _BARE_MONTHS:
+    return _first_window(_BARE_MONTHS, text, reference)
+
+
+def _first_window(patterns: tuple[re.Pattern[str], ...], text: str,
+                  reference: datetime) -> TimeHint | None:
+    """The window of the first of `patterns` that names a real date in `text`."""
+    for pattern in patterns:
         match = pattern.search(text)
         if match:
             window = _window(match, reference)
             if window:
-                return TimeHint(window[0], window[1], match.group(0).strip())
+                return _hint(window[0], window[1], match.group(0).strip())
     return None
 
 

@@ -111,6 +111,9 @@ class TestDeclaredMetricsMove:
         """Each metric on the registry was touched by ordinary traffic (nothing stays 0)."""
         await store(client, messages(0, 8))
         await client.post("/v1/recall", json={"namespace": "alice", "query": "topic 2"})
+        # A recall past its deadline (the suite's default is none): degraded, a stage skipped.
+        await client.post("/v1/recall", json={"namespace": "alice", "query": "topic 3",
+                                               "deadline_ms": 1})
         await client.post("/v1/compression/run", json={"namespace": "alice", "force": True})
         text = (await client.get("/metrics")).text
         registry = client.app.state.metrics
