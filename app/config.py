@@ -177,6 +177,9 @@ class Settings(BaseSettings):
     # settings: app/recall/tuning.py says why each is not a user's choice.
     # Attribute words of a query match their equivalents (年龄 ~ 岁; app/recall/text.py).
     recall_equivalents: bool = True
+    # A question's words also match their translations in the other language, from the
+    # CC-CEDICT dictionary (app/recall/bilingual.py: "hotpot" finds "火锅", "房租" finds "rent").
+    recall_across_languages: bool = True
     # The memory search (GET /v1/memories?q=, the CLI's and MCP's search) lists what reaches
     # this relevance, on recall's 0-1 scale; unset: the model profile's min_score, recall's
     # own threshold. A call may pass its own `min_score`.

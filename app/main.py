@@ -31,6 +31,7 @@ from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.priority import lower_default_executor
 from app.ops.recall_first import RecallFirst
 from app.ops.router import router as ops_router
+from app.recall.bilingual import warm_up as warm_up_dictionary
 from app.recall.hits import HitRecorder
 from app.recall.router import router as recall_router
 from app.recall.service import RecallService
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         embedding = pool or await EmbeddingPool.load(settings)
         # jieba loads its dictionary on first use (~1 s): pay it at start-up, not in a request.
         await asyncio.to_thread(warm_up_classifier)
+        if settings.recall_across_languages:  # the dictionary's tables (~2 s), likewise
+            await asyncio.to_thread(warm_up_dictionary)
         # From here `asyncio.to_thread` work (builds' analysis, compression) runs on threads
         # the kernel puts behind recall's (app/ops/priority.py).
         lower_default_executor(settings.build_niceness)

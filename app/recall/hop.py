@@ -111,6 +111,7 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
             if first_matcher is not None and parts[0][1] is terms else {}
         matcher = Coverage(terms, [c.memory.text for c in merged],
                            equivalents=settings.recall_equivalents,
+                           across_languages=settings.recall_across_languages,
                            drop_absent=parsed.counts,
                            rows=[known.get(c.memory.id) for c in merged])
     return Found(merged, matcher, hop_names(names, merged))

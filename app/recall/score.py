@@ -9,9 +9,11 @@ BM25 relative to the best keyword hit, scaled by that hit's share. Both are abso
 one `min_score` means the same in every store. `w` = the profile's `keyword_weight`, higher
 for Chinese queries with MiniLM, whose cosine says little about Chinese, so exact matches
 must carry the ranking. A memory in another script than every word of the query (an
-English question, a Chinese memory, or the reverse) can have no keyword part: for a model
-that reads both, its relevance (not its ranking) is the vector part alone, on a band a
-little stricter (`ModelProfile.cross_script_shift`). `min_score` applies to relevance.
+English question, a Chinese memory, or the reverse) has a keyword part only through the
+dictionary's translations of the question's words (bilingual.py: "hotpot" holds in "火锅"); one
+holding none, for a model that reads both, has as relevance (not ranking) the vector part
+alone, on a band a little stricter (`ModelProfile.cross_script_shift`). `min_score` applies
+to relevance.
 
 The ranking uses the same mix with the vector's weight scaled by the share of the query
 the model can read (most Chinese characters are [UNK] to MiniLM, none to e5), and for a
@@ -81,6 +83,7 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
     s = settings
     matcher = Coverage(terms, [c.memory.text for c in candidates],
                        equivalents=s.recall_equivalents,
+                       across_languages=s.recall_across_languages,
                        drop_absent=counts) if terms and candidates else None
     covered = matcher.scores if matcher else [0.0] * len(candidates)
     if not candidates:
@@ -103,12 +106,13 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
         bm25_parts.append(rank_part)
         c.keyword = cover if without_bm25 else 0.5 * cover + 0.5 * rank_part
         c.relevance = (1 - weight) * c.vector + weight * c.keyword
-        if (across_band is not None and not keyword_only
+        if (across_band is not None and not keyword_only and cover <= 0
                 and in_another_script(terms, c.memory.text)):
-            # No word of the question can be in it: its relevance is the vector part
-            # alone, on a stricter band (`ModelProfile.cross_script_shift`). The ranking
-            # keeps the mix: a memory whose words match stays ahead of one in the other
-            # language that only reads close ("我在哪里上班" and a note about Anna's work).
+            # No word of the question can be in it, and it holds no translation of one
+            # (bilingual.py): its relevance is the vector part alone, on a stricter band
+            # (`ModelProfile.cross_script_shift`). The ranking keeps the mix: a memory whose
+            # words match stays ahead of one in the other language that only reads close
+            # ("我在哪里上班" and a note about Anna's work).
             floor, ceiling = across_band
             c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
     return Matched(matcher, covered, bm25_parts, without_bm25)

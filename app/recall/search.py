@@ -1,8 +1,9 @@
 """The searches: full-text (BM25) and vector (cosine), one filter, merged into candidates.
 
-The keyword search runs while the question is embedded, the vector search as soon as the
-embedding is there; both filter by namespace first, so no other namespace can ever appear.
-Each returns `CANDIDATES` memories. A named date or a referenced session adds a small vector
+The keyword search (the question's words, and their translations: bilingual.py) runs while
+the question is embedded, the vector search as soon as the embedding is there; both filter
+by namespace first, so no other namespace can ever appear. Each returns `CANDIDATES`
+memories. A named date or a referenced session adds a small vector
 search inside it. A keyword-only hit gets its cosine from its stored vector: one scale for all.
 A search not done by the recall's deadline is dropped, and the other one answers
 (deadline.py). The pending search (pending.py) adds the namespace's messages not built into
@@ -93,8 +94,13 @@ class Searcher:
         step = metrics.recall_search if metrics is not None else None
         started = time.perf_counter()
 
+        # The question's words in the other language too (bilingual.py): a memory in
+        # Chinese is found by an English question's words, and the reverse.
+        keywords = " ".join([text, *terms.translations()]) \
+            if self._settings.recall_across_languages else text
+
         async def keyword_search() -> tuple[list[SearchHit], Any]:
-            found = await self._repo.text_search(text, where, limit=limit)
+            found = await self._repo.text_search(keywords, where, limit=limit)
             if step is not None:
                 step.labels("keyword").observe(time.perf_counter() - started)
             return found

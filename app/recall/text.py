@@ -35,6 +35,7 @@ import jieba
 
 from app.classify.entities import ROLE_LABEL_RE, warm_up
 from app.classify.stopwords import word_set
+from app.recall import bilingual
 from app.scripts import HAN_RUN, has_han
 
 _LATIN_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -109,7 +110,7 @@ _EQUIVALENTS = _parse_groups()
 _CJK_EQUIVALENT_WORDS = frozenset(w for w in _EQUIVALENTS if len(w) >= 2 and HAN_RUN.fullmatch(w))
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     # A light suffix strip, enough for "researched" ~ "research" and "groups" ~ "group";
     # a real stemmer would buy little here since matching is whole-word on both sides.
     for suffix in ("ing", "ed", "es", "s"):
@@ -126,24 +127,38 @@ class QueryTerms:
     # characters: mostly names ("宋嘉树", "星光百货"), sometimes scaffolding ("更高"). They
     # count only where some candidate holds them (`Coverage`).
     guessed: frozenset[str] = frozenset()
+    # Chinese words of one character ("买什么车": 买, 车): too common inside other words to be
+    # found as substrings, so no term of a Chinese memory; an English memory holds them by
+    # their translations (bilingual.py: 车 → car). They count only where some candidate
+    # holds them (`Coverage`), and alone they are no term to search for (`bool`).
+    glossed: frozenset[str] = frozenset()
 
     def __bool__(self) -> bool:
         return bool(self.latin or self.cjk or self.guessed)
 
     def without(self, words: frozenset[str]) -> QueryTerms:
         return QueryTerms(latin=self.latin - words, cjk=self.cjk - words,
-                          guessed=self.guessed - words)
+                          guessed=self.guessed - words, glossed=self.glossed - words)
 
     def merged(self, other: QueryTerms) -> QueryTerms:
         return QueryTerms(latin=self.latin | other.latin, cjk=self.cjk | other.cjk,
-                          guessed=self.guessed | other.guessed)
+                          guessed=self.guessed | other.guessed,
+                          glossed=self.glossed | other.glossed)
 
     def only(self, words: frozenset[str]) -> QueryTerms:
         return QueryTerms(latin=self.latin & words, cjk=self.cjk & words,
-                          guessed=self.guessed & words)
+                          guessed=self.guessed & words, glossed=self.glossed & words)
 
     def names(self) -> frozenset[str]:
-        return self.latin | self.cjk | self.guessed
+        return self.latin | self.cjk | self.guessed | self.glossed
+
+    def translations(self) -> list[str]:
+        """The terms' forms in the other language (bilingual.py), for the full-text search:
+        "hotpot" → 火锅, 锅子; 房租 → rent."""
+        return list(dict.fromkeys([
+            *(f for t in sorted(self.latin) for f in bilingual.chinese_forms(t)),
+            *(f for t in sorted(self.cjk | self.glossed)
+              for f in bilingual.english_forms(t))]))
 
     def without_numbers(self) -> QueryTerms:
         """The terms without numbers ("40", "五百人"): the values a counting question
@@ -160,7 +175,7 @@ def latin_words(text: str) -> set[str]:
             continue
         number = _NUMBER_WITH_UNIT.fullmatch(word)
         # "173cm" as 173, which also finds "173厘米" and "173 cm" (terms match word starts).
-        words.add(number.group(1) if number else _stem(word))
+        words.add(number.group(1) if number else stem(word))
     return words
 
 
@@ -172,13 +187,15 @@ def query_terms(text: str) -> QueryTerms:
     process: the result is immutable and jieba's dictionary never changes at run time."""
     cjk: set[str] = set()
     guessed: set[str] = set()
+    glossed: set[str] = set()
     runs = HAN_RUN.findall(text)
     if runs:
         warm_up()
         for run in runs:
             for word in jieba.cut_for_search(run, HMM=False):
-                if len(word) >= 2 and word not in _ZH_STOP:
-                    cjk.add(word)
+                if word in _ZH_STOP:
+                    continue
+                (cjk if len(word) >= 2 else glossed).add(word)
             # The dictionary segmentation leaves a name it does not know as single
             # characters ("宋嘉树和林婉清" → 宋 嘉 树 和 林 婉 清), which carry no term at
             # all. A guess that starts or ends with a function word ("我用", "更高") is the
@@ -196,7 +213,7 @@ def query_terms(text: str) -> QueryTerms:
         cjk.add("年龄")
     latin = latin_words(HAN_RUN.sub(" ", text))
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
-                      guessed=frozenset(guessed - cjk))
+                      guessed=frozenset(guessed - cjk), glossed=frozenset(glossed))
 
 
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
@@ -234,25 +251,36 @@ class Coverage:
 
     def __init__(self, terms: QueryTerms, documents: Sequence[str], *,
                  equivalents: bool = False, drop_absent: bool = False,
+                 across_languages: bool = False,
                  rows: Sequence[list[bool] | None] | None = None) -> None:
         """`rows`: which terms a document holds where that is already known (`only`,
         `rows_by`), for the terms in the same order; such a document is not read again."""
         def forms(term: str) -> tuple[str, ...]:
             return _EQUIVALENTS.get(term, (term,)) if equivalents else (term,)
 
+        def across(term: str, cjk: bool) -> tuple[str, ...]:
+            if not across_languages:
+                return ()
+            return bilingual.english_forms(term) if cjk else bilingual.chinese_forms(term)
+
         self._equivalents, self._drop_absent = equivalents, drop_absent
+        self._across_languages = across_languages
         self._documents = documents
         self._names = _ordered(terms)
-        self._terms = [(forms(t), False) for t in sorted(terms.latin)] + \
-            [(forms(t), True) for t in sorted(terms.cjk)] + \
-            [((t,), True) for t in sorted(terms.guessed)]
-        first_guessed = len(self._terms) - len(terms.guessed)
+        # Each term as (forms matched as substrings, forms matched at a word's start): its
+        # Chinese forms and its English ones, its translations among them (bilingual.py).
+        self._terms: list[_Forms] = \
+            [(across(t, False), forms(t)) for t in sorted(terms.latin)] + \
+            [(forms(t), across(t, True)) for t in sorted(terms.cjk)] + \
+            [((t,), ()) for t in sorted(terms.guessed)] + \
+            [((), across(t, True)) for t in sorted(terms.glossed)]
+        first_guessed = len(terms.latin) + len(terms.cjk)
         self._latin: re.Pattern[str] | None = None
-        if terms.latin:
+        words = {w for _, group in self._terms for w in group}
+        if words:
             # One regex pass per text instead of tokenizing it in Python (the hot spot of a
             # recall): an English term matches a word that starts with it ("research" finds
             # "researched"), which is what the light stemming on the query side aims at.
-            words = {w for group, cjk in self._terms if not cjk for w in group}
             alternatives = "|".join(re.escape(t) for t in sorted(words, key=len, reverse=True))
             self._latin = re.compile(rf"(?<![a-z0-9])(?:{alternatives})")
         known = rows if rows is not None else [None] * len(documents)
@@ -271,7 +299,8 @@ class Coverage:
             # A term no candidate holds weighs like a rare one, not more: it cannot tell the
             # candidates apart, and it is as often the question's scaffolding ("安排",
             # "scheduled") as something the store lacks. A guessed word no candidate holds
-            # weighs nothing (it was no term before the guess), nor does any absent term
+            # weighs nothing (it was no term before the guess), nor does a one-character
+            # word no candidate holds by its translation, nor any absent term
             # with `drop_absent` (a counting question's condition: "超过", "以下").
             if (drop_absent or i >= first_guessed) and not held:
                 self._weights.append(0.0)
@@ -288,7 +317,7 @@ class Coverage:
         column = {name: i for i, name in enumerate(self._names)}
         keep = [column[name] for name in _ordered(terms)]
         return Coverage(terms, self._documents, equivalents=self._equivalents,
-                        drop_absent=self._drop_absent,
+                        drop_absent=self._drop_absent, across_languages=self._across_languages,
                         rows=[[row[i] for i in keep] for row in self._rows])
 
     def rows_by(self, keys: Sequence[str]) -> dict[str, list[bool]]:
@@ -321,7 +350,7 @@ class Coverage:
             return 0.0
         # The held terms and their regex are picked once per memory, not once per line.
         terms = [self._terms[i] for i in held]
-        latin = self._latin if any(not cjk for _, cjk in terms) else None
+        latin = self._latin if any(words for _, words in terms) else None
         rows = (_holds(part, terms, latin) for part in parts)
         best = max((sum(self._weights[i] for i, hit in zip(held, row, strict=True) if hit)
                     for row in rows), default=0.0)
@@ -338,19 +367,22 @@ class Coverage:
         return sum(w for w, hit in held if hit) / total if total > 0 else 0.0
 
 
-def _holds(text: str, terms: Sequence[tuple[tuple[str, ...], bool]],
-           latin: re.Pattern[str] | None) -> list[bool]:
-    """Which of `terms` (each its forms and whether it is CJK, as `Coverage` keeps them)
-    `text` holds; `latin` matches their Latin forms at a word's start."""
+# A term's forms as `Coverage` keeps them: (matched as substrings, matched at a word's start).
+_Forms = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def _holds(text: str, terms: Sequence[_Forms], latin: re.Pattern[str] | None) -> list[bool]:
+    """Which of `terms` `text` holds; `latin` finds their word forms at a word's start."""
     lowered = text.lower()
     found = set(latin.findall(lowered)) if latin else set()
-    return [any((t in lowered) if cjk else (t in found) for t in group)
-            for group, cjk in terms]
+    return [any(t in lowered for t in substrings) or any(t in found for t in words)
+            for substrings, words in terms]
 
 
 def _ordered(terms: QueryTerms) -> list[str]:
     """A query's term names in `Coverage`'s column order."""
-    return [*sorted(terms.latin), *sorted(terms.cjk), *sorted(terms.guessed)]
+    return [*sorted(terms.latin), *sorted(terms.cjk), *sorted(terms.guessed),
+            *sorted(terms.glossed)]
 
 
 def coverage(terms: QueryTerms, documents: Sequence[str]) -> list[float]:

