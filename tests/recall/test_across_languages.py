@@ -99,6 +99,12 @@ def test_dictionary_forms_both_ways() -> None:
     assert "car" in bilingual.english_forms("车")
     # One character is found inside too many Chinese words to stand for an English word.
     assert all(len(w) >= 2 for w in bilingual.chinese_forms("car"))
+    # A light verb's meaning is its object ("to go to work", "to take a shower"); a
+    # phrasal verb's particle is no meaning ("to take over" → nothing).
+    assert "work" in bilingual.english_forms("上班")
+    assert "上班" in bilingual.chinese_forms("work")
+    assert "shower" in bilingual.english_forms("洗澡")
+    assert bilingual.english_forms("接任") == ()
 
 
 def test_translations_do_not_change_a_same_language_store() -> None:
