@@ -1,11 +1,15 @@
 """Ordering: which candidates are packed, in what order, in which tier.
 
 `min_score` decides whether the question has an answer here (abstention: nothing passes,
-nothing is returned). Once a memory passes, weaker matches down to `CONTEXT_THRESHOLD_FACTOR`
-of it (the context floor, stated in the response) fill what the budget leaves after every
-passing memory: the context of an answer ("when did we move, and why?", the turns around an
-event) shares fewer of the question's words than the answer does. (Only a passing memory's
-own session as context cost 0.8-1.7 points of evidence recall on LoCoMo and MemDaily.) Best
+nothing is returned). Once a memory passes, weaker matches holding a word of the question
+(or its translation) down to `CONTEXT_THRESHOLD_FACTOR` of it (the context floor, stated in
+the response) fill what the budget leaves after every passing memory: the context of an
+answer ("when did we move, and why?", the turns around an event) shares fewer of the
+question's words than the answer does, but some. One near in meaning alone is any other fact
+of the same user ("My sister lives in Dublin" for "what does my job involve?"), which an
+assistant would read beside every answer. (Only a passing memory's own session as context
+cost 0.8-1.7 points of evidence recall on LoCoMo and MemDaily; a shared word costs nothing
+there.) Best
 first; near-equal scores, the more recent memory first; a later statement of a fact just
 ahead of the older one it restates or changes (newer.py), taken in from the context floor
 when it did not pass, never below it.
@@ -61,11 +65,10 @@ async def order(candidates: list[Candidate], query: Query, matcher: Coverage | N
             if not overlaps(c.memory, query.hint):
                 c.relevance = 0.0
     context_floor = min_score * CONTEXT_THRESHOLD_FACTOR
-    admitted = min_score
-    if any(c.relevance >= min_score for c in candidates):
-        admitted = context_floor
+    answered = any(c.relevance >= min_score for c in candidates)
     ranked = sorted(
-        (c for c in candidates if c.relevance >= admitted),
+        (c for c in candidates if c.relevance >= min_score
+         or (answered and context(c, context_floor))),
         # Near-equal scores (same to 3 decimals): the more recent memory first.
         key=lambda c: (round(c.score, TIE_DECIMALS), c.when, c.memory.id), reverse=True,
     )
@@ -84,6 +87,15 @@ async def order(candidates: list[Candidate], query: Query, matcher: Coverage | N
         repo=repo, supersede_cosine=supersede_cosine, floor=floor,
         band=context_floor)
     return [first, rest]
+
+
+def context(candidate: Candidate, context_floor: float) -> bool:
+    """Whether a candidate below the threshold fills after an answer: above the context
+    floor and holding a word of the question (or its translation). Near in meaning alone
+    is what any fact of the same user is to a short question ("My sister lives in Dublin"
+    for "what does my job involve?", 0.29 against 0.35): an assistant would read it
+    beside every answer."""
+    return candidate.relevance >= context_floor and candidate.keyword > 0
 
 
 async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],

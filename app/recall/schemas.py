@@ -246,9 +246,9 @@ class RecallResponse(BaseModel):
                              "default, lowered for a reference phrase or a counting question).")
     context_min_score: float = Field(
         description="The context floor: once a memory passes `min_score` (the question has "
-        "an answer here), weaker memories down to this relevance fill the budget after every "
-        "passing one, as the answer's context; none below it is ever returned. Only passing "
-        "memories count as hits.")
+        "an answer here), weaker memories that hold a word of the question, down to this "
+        "relevance, fill the budget after every passing one, as the answer's context; none "
+        "below it is ever returned. Only passing memories count as hits.")
     language: str = Field(description="Language of the block: zh or en.")
     block: str = Field(description="Ready to append to the system prompt. Empty when nothing "
                        "was recalled.")

@@ -68,9 +68,9 @@ TIER_BOOST = {"longterm": 1.15, "daily": 1.05, "session": 1.0}
 # --- threshold ---
 # The user says the memory exists ("as I said before"): min_score is lowered by this.
 REFERENCE_THRESHOLD_FACTOR = 0.7
-# Once a memory passes min_score, weaker ones down to this share of it fill what the budget
-# leaves, as the answer's context; 0.7 gave the whole gain of min_score 0 on LoCoMo while a
-# question without an answer still gets nothing.
+# Once a memory passes min_score, weaker ones holding a word of the question down to this
+# share of it fill what the budget leaves, as the answer's context; 0.7 gave the whole gain
+# of min_score 0 on LoCoMo while a question without an answer still gets nothing.
 CONTEXT_THRESHOLD_FACTOR = 0.7
 # Scores equal to this many decimals are ties, broken by the more recent memory.
 TIE_DECIMALS = 3

@@ -187,13 +187,17 @@ class WhyNotService:
                           rank=_rank([c for tier in trace.tiers for c in tier], memory_id))
         if memory_id in {m.id for m in result.memories}:
             return base.model_copy(update={"reason": "it was recalled"})
+        context_floor = threshold * CONTEXT_THRESHOLD_FACTOR
         if base.rank is None:
+            unshared = ("; above the context floor, but it holds no word of the question, "
+                        "so it does not fill after an answer"
+                        if candidate.relevance >= context_floor and candidate.keyword <= 0
+                        else "")
             return base.model_copy(update={
                 "verdict": Verdict.below_threshold,
                 "reason": f"its relevance {candidate.relevance:.3f} is below the threshold "
                 f"{threshold:.3f} (vector part {candidate.vector:.3f}, keyword part "
-                f"{candidate.keyword:.3f})"})
-        context_floor = threshold * CONTEXT_THRESHOLD_FACTOR
+                f"{candidate.keyword:.3f}){unshared}"})
         if candidate.relevance >= threshold:
             passed = "it passed the threshold"
         elif candidate.relevance >= context_floor:

@@ -85,12 +85,13 @@ EN_DAY = ["Mia's dentist appointment is on Tuesday at four in the afternoon.",
 EN_NOISE = ["The neighbours painted their fence green.", "Traffic was slow on the bridge.",
             "Finished the crossword puzzle in the paper.", "The gym was crowded tonight.",
             "Tried a new podcast about volcanoes.", "My laptop battery drains fast.",
-            "Found an old postcard in a drawer.", "The bakery ran out of rye bread."]
+            "Found an old postcard in a drawer.", "The bakery ran out of rye bread.",
+            "Mia lost a glove at the park."]
 ZH_DAY = ["米娅的牙医预约在周二下午四点。", "买了一把新雨伞，旧的坏了。", "打印机没有墨粉了。",
           "给阳台上的花浇了水。", "给银行打电话问了信用卡的事。", "米娅明天早上想吃煎饼。"]
 ZH_NOISE = ["邻居把篱笆刷成了绿色。", "桥上堵车堵了半小时。", "把报纸上的填字游戏做完了。",
             "今晚健身房人很多。", "听了一档讲火山的播客。", "笔记本电脑的电池掉电很快。",
-            "在抽屉里翻到一张旧明信片。", "面包店的黑麦面包卖完了。"]
+            "在抽屉里翻到一张旧明信片。", "面包店的黑麦面包卖完了。", "米娅在公园丢了一只手套。"]
 NOTES = {
     "en": (EN_DAY, EN_NOISE, "When is the dentist appointment for Mia?"),
     "zh": (ZH_DAY, ZH_NOISE, "米娅的牙医预约是哪天？"),
@@ -257,14 +258,17 @@ class TestContextAfterAnAnswer:
     async def test_weaker_matches_follow_an_answer_and_are_not_hits(
             self, open_client: Any, language: str) -> None:
         """min_score decides whether the question has an answer; once one memory passes it,
-        weaker ones down to the context floor fill the budget after it, uncounted."""
+        weaker ones holding a word of the question, down to the context floor, fill the
+        budget after it, uncounted."""
         day, noise, query = NOTES[language]
         async with open_client(hit_flush_seconds=3600) as client:
             state = client.app.state.engram
             await store_day_and_noise(client, day, noise, namespace=language)
             scored = await recall(client, query, namespace=language, min_score=0)
             relevance = {m["id"]: m["explain"]["relevance"] for m in scored["memories"]}
-            best, second = sorted(relevance, key=relevance.__getitem__, reverse=True)[:2]
+            best, second = sorted(relevance, key=relevance.__getitem__, reverse=True)[0], \
+                max((m for m in scored["memories"][1:] if m["explain"]["keyword"] > 0),
+                    key=lambda m: m["explain"]["relevance"])["id"]
             assert relevance[best] > relevance[second] > 0, relevance
             # A threshold the best memory passes and the second does not, although the
             # second is above the context floor (threshold x factor).
@@ -296,3 +300,32 @@ class TestContextAfterAnAnswer:
             if above <= 1:
                 assert (await recall(client, query, namespace=language,
                                      min_score=above))["memories"] == []
+
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_a_weaker_match_sharing_no_word_does_not_ride_along(
+            self, open_client: Any, language: str) -> None:
+        """Near in meaning alone is what any of a user's notes is to a short question: above
+        the context floor, a memory holding no word of the question is not returned after
+        the answer, and `why_not` says so."""
+        day, noise, query = NOTES[language]
+        async with open_client() as client:
+            await store_day_and_noise(client, day, noise, namespace=language)
+            scored = await recall(client, query, namespace=language, min_score=0)
+            best = scored["memories"][0]
+            unshared = max((m for m in scored["memories"][1:] if m["explain"]["keyword"] == 0),
+                           key=lambda m: m["explain"]["relevance"])
+            strength = unshared["explain"]["relevance"]
+            threshold = min(best["explain"]["relevance"] - 1e-3,
+                            strength / CONTEXT_THRESHOLD_FACTOR - 1e-3)
+            assert strength < threshold <= best["explain"]["relevance"]
+            body = await recall(client, query, namespace=language, min_score=threshold)
+            ids = [m["id"] for m in body["memories"]]
+            assert ids[0] == best["id"] and unshared["id"] not in ids, body["memories"]
+            assert all(m["explain"]["keyword"] > 0 for m in body["memories"]
+                       if m["explain"]["relevance"] < threshold), body["memories"]
+            response = await client.post("/v1/recall/why_not", json={
+                "namespace": language, "query": query, "min_score": threshold,
+                "memory_ids": [unshared["id"]]})
+            item = response.json()["items"][0]
+            assert item["verdict"] == "below_threshold", item
+            assert "holds no word of the question" in item["reason"], item
