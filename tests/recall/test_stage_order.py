@@ -20,14 +20,14 @@ NO_REPO = cast(Repository, None)
 
 
 def scored(memory_id: str, relevance: float, score: float, *, axis: int, text: str = "",
-           session: str | None = None, days: float = 0) -> Candidate:
+           session: str | None = None, days: float = 0, keyword: float = 0.0) -> Candidate:
     when = DAY + timedelta(days=days)
     m = memory(memory_id, text or f"user: note {memory_id}", session=session or memory_id,
                time_start=when, time_end=when)
     vector = np.zeros(8, dtype=np.float32)
     vector[axis] = 1.0
     return Candidate(m, relevance=relevance, score=score, when=when.timestamp(),
-                     stored=vector)
+                     stored=vector, keyword=keyword)
 
 
 async def run(candidates: list[Candidate], **q: Any) -> list[list[str]]:
@@ -44,9 +44,11 @@ class TestAdmission:
     async def test_once_one_passes_weaker_context_fills_down_to_a_share_of_it(self) -> None:
         floor = 0.35 * CONTEXT_THRESHOLD_FACTOR
         found = [scored("answer", 0.5, 0.5, axis=0),
-                 scored("context", floor + 0.01, 0.6, axis=1),
-                 scored("noise", floor - 0.01, 0.7, axis=2)]
-        # The context fills what the answer leaves: packed after it, though it scores higher.
+                 scored("context", floor + 0.01, 0.6, axis=1, keyword=0.2),
+                 scored("noise", floor - 0.01, 0.7, axis=2, keyword=0.2),
+                 scored("near", floor + 0.05, 0.65, axis=3)]
+        # The context fills what the answer leaves: packed after it, though it scores higher;
+        # one near in meaning alone, holding no word of the question, does not.
         assert await run(found, min_score=0.35) == [["answer"], ["context"]]
 
 
