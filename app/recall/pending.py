@@ -13,9 +13,9 @@ scale and model bands as any memory: a Chinese question about an English turn ju
 One candidate per session, scored like any memory with the best of its messages' own
 vectors, or, where one has none, a vector of its lines computed in the question's pass (and
 kept for the next recall), and packed like any memory within the budget. They are marked
-provisional:
-their id is `pending:<session>:<first msg_id>`, which no memory id can be (assign_ids), and
-the response says `provisional: true`; they record no hits and `why_not` does not list them.
+provisional: their id is `pending:<session>:<first msg_id>`, which no memory id can be
+(assign_ids), and the response says `provisional: true`; they record no hits and `why_not`
+does not list them.
 
 A message that a memory already holds is never provisional: the build writes its memories
 before it marks the messages done, so the built memories of the sessions concerned are read
@@ -26,9 +26,9 @@ What the build would cut out of a message is cut out here too: an injection bloc
 carries (the recall firewall's rule 1); a message that is nothing but one is left out.
 
 Limits: a `wait=false` store's messages only by keyword (a question in another language
-than the message does not find them), only messages that pass the request's branch, session
-and time filters (none when
-it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
+than the message does not find them), a `findable` one's by each message's own vector, not
+its chunk's; only messages that pass the request's branch, session and time filters (none
+when it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
 sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
 """
 
@@ -52,7 +52,8 @@ from app.store.firewall import own_words
 
 
 class PendingSearch:
-    """Finds a question's words in a namespace's pending messages (module docstring)."""
+    """Finds a question's words, or its meaning by their own vectors, in a namespace's
+    pending messages (module docstring)."""
 
     def __init__(self, repo: Repository, pool: EmbeddingPool, settings: Settings) -> None:
         self._repo = repo
