@@ -1,10 +1,14 @@
 """Where a small append's time goes (issue 14): one process, the real app, model and LanceDB.
 
-Stores a 20-message session, then `--appends` 2-message appends into another session with
-`wait=true`, then as many with `wait=false` (each followed by its background build; with
-`--back-to-back` as many again, each sent as soon as the last is acknowledged, as
-bench/load.py does), and prints, per append, the wall time of the request and of every
-awaited step: repository calls (each a LanceDB query or a group commit; `TableWriter.write`
+Stores a 20-message session, then `--appends` 2-message appends in each store mode:
+`wait=true`, `wait="findable"` and `wait=false` (the last two each followed by its
+background build; with `--back-to-back` `wait=false` as many again, each sent as soon as
+the last is acknowledged, as bench/load.py does). Each append goes into a session of its
+own, stored first (untimed, built) with 4 turns of ~650 characters, so every append grows
+an open chunk to ~900 characters (`chunk_max_chars`): what `wait=true` re-embeds before it
+answers, and `findable` does not (only the two new turns, `hold_turn_vectors`). Prints, per
+append, the wall time of the request and of every awaited step: repository calls (each a
+LanceDB query or a group commit; `TableWriter.write`
 is its wait in the writer's queue and its commit), the embedding pool, the builder's stages.
 Steps overlap (reads run at once, commits are awaited by several callers), so the rows do
 not add up to the request; they say which steps there are, how many, and what each costs.
@@ -31,6 +35,7 @@ import argparse
 import asyncio
 import contextvars
 import functools
+import os
 import random
 import sys
 import tempfile
@@ -84,7 +89,7 @@ def instrument() -> None:
             timed(Repository, name)
     for name in ("embed_many", "embed_query"):
         timed(EmbeddingPool, name)
-    for name in ("build_session", "_echoes", "_records"):
+    for name in ("build_session", "_echoes", "_records", "hold_turn_vectors"):
         timed(MemoryBuilder, name)
     timed(TableWriter, "_commit")
     timed(TableWriter, "write")  # queued + committed, in the caller's phase
@@ -92,8 +97,19 @@ def instrument() -> None:
         timed(StoreService, name)
 
 
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else float("nan")
+
+
 def report(mode: str, appends: int, *, what: str = "2-message appends") -> None:
     print(f"=== {what}, {mode} ({appends})")
+    request = spans.get("REQUEST") or spans.get("ack: REQUEST") or []
+    model = spans.get("ack: EmbeddingPool.embed_many") or spans.get(
+        "EmbeddingPool.embed_many") or []
+    print(f"SUMMARY {mode}: request p50 {median(request):.1f} ms; model (embed_many) p50 "
+          f"{median(model):.1f} ms in the request; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name, values in sorted(spans.items(), key=lambda kv: -sum(kv[1])):
         ordered = sorted(values)
         print(f"{name:49s} calls/append {len(values) / appends:4.1f}  "
@@ -118,8 +134,8 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench",
                                      timeout=300) as client:
-            async def post(session_id: str, messages: list[dict[str, Any]], wait: bool, *,
-                           namespace: str = "bench") -> None:
+            async def post(session_id: str, messages: list[dict[str, Any]], wait: bool | str,
+                           *, namespace: str = "bench") -> None:
                 response = await client.post("/v1/store", json={
                     "namespace": namespace, "session_id": session_id, "messages": messages,
                     "wait": wait})
@@ -136,27 +152,52 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                 namespace = await ingest(post, store, *busy)
             await post("seed", chat_messages(rng, 20, id_prefix="seed-"), True,
                        namespace=namespace)
-            modes = [("wait=true", True), ("wait=false", False)]
+            modes: list[tuple[str, bool | str]] = [
+                ("wait=true", True), ('wait="findable"', "findable"), ("wait=false", False)]
             if back_to_back:
                 modes.append(("wait=false back to back", False))
+            session_chars: list[float] = []
             for mode, wait in modes:
+                back = "back" in mode
                 for i in range(appends + 3):  # the first 3 warm up
+                    session_id = f"append-{wait}" if back else f"append-{wait}-{i}"
+                    appended = chat_messages(rng, 2, id_prefix=f"{mode}{i}-")
+                    if not back:  # a session of its own, ~650 characters, built (untimed)
+                        phase.set("seed: ")
+                        seed = seed_turns(rng, f"{mode}{i}s-")
+                        await post(session_id, seed, True, namespace=namespace)
+                        session_chars.append(sum(len(f"{m['role']}: {m['content']}") + 1
+                                                 for m in seed + appended))
+                        for name in [n for n in spans if n.startswith("seed: ")]:
+                            del spans[name]
                     if i == 3:
                         spans.clear()
-                    phase.set("" if wait else "ack: ")
+                    phase.set("" if wait is True else "ack: ")
                     started = time.perf_counter()
-                    await post(f"append-{wait}", chat_messages(rng, 2, id_prefix=f"{mode}{i}-"),
-                               wait, namespace=namespace)
+                    await post(session_id, appended, wait, namespace=namespace)
                     spans[f"{phase.get()}REQUEST"].append(1000 * (time.perf_counter() - started))
-                    if not wait and "back" not in mode:
+                    if wait is not True and not back:
                         started = time.perf_counter()
                         await store.idle()
                         spans["build: background build (until idle)"].append(
                             1000 * (time.perf_counter() - started))
-                if not wait:
+                if wait is not True:
                     await store.idle()
+                if session_chars:
+                    print(f"grown session: {median(session_chars):.0f} characters (median)")
+                    session_chars.clear()
                 report(mode, appends)
     await pool.close()
+
+
+def seed_turns(rng: random.Random, id_prefix: str, *, chars: int = 650
+               ) -> list[dict[str, Any]]:
+    """4 chat turns of about `chars` characters in all (each cut to a quarter): with the
+    two appended ones (~250 characters), an open chunk of ~900 characters."""
+    turns = chat_messages(rng, 4, id_prefix=id_prefix)
+    for turn in turns:
+        turn["content"] = turn["content"][:chars // 4]
+    return turns
 
 
 async def ingest(post: Callable[..., Any], store: StoreService, tenants: int,

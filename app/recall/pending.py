@@ -1,15 +1,21 @@
 """The pending search: read-your-writes for messages not built into memories yet.
 
-A `wait=false` store is acknowledged once its messages are in the raw log as `pending`; its
-build (chunking, classifying, embedding) runs after, in the background. Until it lands, no
-memory holds them, and a recall made right after the acknowledgement would not find what
-the user just said. So each search also looks at the namespace's pending messages (held
-between recalls: app/storage/pending_cache.py): the ones holding a word of the question
-(the terms recall matches memories by, `query_terms`) become candidates, one per session,
-scored like any memory with a vector computed in the question's pass (and kept for the
-next recall) and packed like any memory within the budget. They are marked provisional:
-their id is `pending:<session>:<first msg_id>`, which no memory id can be (assign_ids), and
-the response says `provisional: true`; they record no hits and `why_not` does not list them.
+A `wait=false` or `wait="findable"` store is acknowledged once its messages are in the raw
+log as `pending`; its build (chunking, classifying, embedding) runs after, in the
+background. Until it lands, no memory holds them, and a recall made right after the
+acknowledgement would not find what the user just said. So each search also looks at the
+namespace's pending messages (held between recalls: app/storage/pending_cache.py): the
+ones holding a word of the question (the terms recall matches memories by, `query_terms`)
+become candidates, and so do those whose own vector (computed by a `findable` store before
+it answered: app/storage/pending_vectors.py) gives them a relevance of at least the
+recall's `min_score` on its own, with no word in common (score.py's `relevance`, the same
+scale and model bands as any memory: a Chinese question about an English turn just stored).
+One candidate per session, scored like any memory with the best of its messages' own
+vectors, or, where one has none, a vector of its lines computed in the question's pass (and
+kept for the next recall), and packed like any memory within the budget. They are marked
+provisional: their id is `pending:<session>:<first msg_id>`, which no memory id can be
+(assign_ids), and the response says `provisional: true`; they record no hits and `why_not`
+does not list them.
 
 A message that a memory already holds is never provisional: the build writes its memories
 before it marks the messages done, so the built memories of the sessions concerned are read
@@ -19,9 +25,10 @@ was written before that read).
 What the build would cut out of a message is cut out here too: an injection block it
 carries (the recall firewall's rule 1); a message that is nothing but one is left out.
 
-Limits: only by keyword (a question in another language than the message does not find
-it), only messages that pass the request's branch, session and time filters (none when
-it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
+Limits: a `wait=false` store's messages only by keyword (a question in another language
+than the message does not find them), a `findable` one's by each message's own vector, not
+its chunk's; only messages that pass the request's branch, session and time filters (none
+when it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
 sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
 """
 
@@ -32,8 +39,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.recall.candidates import PENDING_PREFIX, Candidate, utc
+from app.recall.score import relevance
 from app.recall.text import Coverage, QueryTerms
 from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_TEXTS
 from app.scripts import has_han
@@ -43,12 +52,14 @@ from app.store.firewall import own_words
 
 
 class PendingSearch:
-    """Finds a question's words in a namespace's pending messages (module docstring)."""
+    """Finds a question's words, or its meaning by their own vectors, in a namespace's
+    pending messages (module docstring)."""
 
-    def __init__(self, repo: Repository, pool: EmbeddingPool, *, firewall: bool) -> None:
+    def __init__(self, repo: Repository, pool: EmbeddingPool, settings: Settings) -> None:
         self._repo = repo
         self._pool = pool
-        self._firewall = firewall
+        self._settings = settings
+        self._firewall = settings.store_firewall
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> its vector
         # (role, content) -> its own words (firewall rule 1), None: it carries no block.
         self._own: OrderedDict[tuple[str, str], str | None] = OrderedDict()
@@ -85,26 +96,34 @@ class PendingSearch:
         return words
 
     async def candidates(self, messages: list[MessageRecord], terms: QueryTerms, *,
-                         query_vector: np.ndarray | None, found: list[Candidate]
-                         ) -> list[Candidate]:
+                         query_vector: np.ndarray | None, found: list[Candidate],
+                         min_score: float, chinese: bool) -> list[Candidate]:
         """Provisional candidates: per session, its pending messages holding a term of the
-        question, without those a memory holds (`found`, or built since the read). Without
-        `query_vector` (past the recall's deadline) they are matched by keyword only."""
-        if not messages or not terms:
+        question or close enough by their own vector (`min_score`; `chinese`: whether the
+        question is Chinese, for the model's bands), without those a memory holds (`found`,
+        or built since the read). Without `query_vector` (past the recall's deadline) they
+        are matched by keyword only."""
+        if not messages:
             return []
-        shares = Coverage(terms, [m.content for m in messages]).scores
-        matching = [m for m, share in zip(messages, shares, strict=True) if share > 0]
+        shares = Coverage(terms, [m.content for m in messages]).scores if terms \
+            else [0.0] * len(messages)
+        own = self._own_vectors(messages) if query_vector is not None else {}
+        near = self._near(messages, shares, own, terms, query_vector=query_vector,
+                          min_score=min_score, chinese=chinese)
+        matching = [m for i, (m, share) in enumerate(zip(messages, shares, strict=True))
+                    if share > 0 or i in near]
         if not matching:
             return []
         built = {(c.memory.session_id, i) for c in found for i in c.memory.msg_ids}
         built |= await self._repo.built_msg_ids(
             messages[0].namespace, {m.session_id for m in matching})
-        sessions: dict[str, list[tuple[float, MessageRecord]]] = defaultdict(list)
-        for m, share in zip(messages, shares, strict=True):
-            if share > 0 and (m.session_id, m.msg_id) not in built:
-                sessions[m.session_id].append((share, m))
-        # Per session its best matching messages (the latest of equals), in order.
-        groups = [sorted((m for _, m in sorted(held, key=lambda h: (-h[0], -h[1].seq))
+        sessions: dict[str, list[tuple[float, float, MessageRecord]]] = defaultdict(list)
+        for i, (m, share) in enumerate(zip(messages, shares, strict=True)):
+            if (share > 0 or i in near) and (m.session_id, m.msg_id) not in built:
+                sessions[m.session_id].append((share, near.get(i, 0.0), m))
+        # Per session its best matching messages (by words, then by their own vector; the
+        # latest of equals), in order.
+        groups = [sorted((m for _, _, m in sorted(held, key=lambda h: (-h[0], -h[1], -h[2].seq))
                           [:PENDING_LINES]), key=lambda m: m.seq)
                   for held in sessions.values()]
         # The latest sessions first: what was just said is what is asked about.
@@ -115,12 +134,57 @@ class PendingSearch:
         if query_vector is None:
             return [Candidate(memory, when=_latest(group))
                     for memory, group in zip(memories, latest, strict=True)]
-        vectors = await self._embed([m.text for m in memories])
+        question = query_vector.astype(np.float32)
+        # A session whose every message has its own vector needs no model call here; the
+        # others get a vector of their lines, in the question's pass.
+        lines = [m.text for m, group in zip(memories, latest, strict=True)
+                 if any(_key(g) not in own for g in group)]
+        computed = dict(zip(lines, await self._embed(lines), strict=True)) if lines else {}
+        result = []
+        for memory, group in zip(memories, latest, strict=True):
+            vectors = [own[_key(g)] for g in group if _key(g) in own]
+            if memory.text in computed:
+                vectors.append(computed[memory.text])
+            cosines = [float(v @ question) for v in vectors]
+            best = max(range(len(vectors)), key=lambda j: cosines[j])
+            result.append(Candidate(memory, cosine=cosines[best], stored=vectors[best],
+                                    when=_latest(group)))
+        return result
+
+    def _own_vectors(self, messages: list[MessageRecord]
+                     ) -> dict[tuple[str, str], np.ndarray]:
+        """(session, msg_id) -> the message's own vector, where a `findable` store held one
+        for its current content (app/storage/pending_vectors.py)."""
+        holder = self._repo.pending_vectors
+        if not holder.held_rows:
+            return {}
+        own = {}
+        for m in messages:
+            vector = holder.get(m.namespace, m.session_id, m.msg_id, m.content_hash)
+            if vector is not None:
+                own[_key(m)] = vector
+        return own
+
+    def _near(self, messages: list[MessageRecord], shares: list[float],
+              own: dict[tuple[str, str], np.ndarray], terms: QueryTerms, *,
+              query_vector: np.ndarray | None, min_score: float, chinese: bool
+              ) -> dict[int, float]:
+        """Index -> relevance of the messages holding no word of the question whose own
+        vector alone passes `min_score`, scored as recall scores any memory (score.py's
+        `relevance`: the model's cosine bands, the stricter one across scripts)."""
+        if query_vector is None:
+            return {}
+        unmatched = [i for i, (m, share) in enumerate(zip(messages, shares, strict=True))
+                     if share <= 0 and _key(m) in own]
+        if not unmatched:
+            return {}
+        vectors = np.stack([own[_key(messages[i])] for i in unmatched])
         cosines = vectors @ query_vector.astype(np.float32)
-        return [Candidate(memory, cosine=float(cosine), stored=vector,
-                          when=_latest(group))
-                for memory, cosine, vector, group in zip(memories, cosines, vectors, latest,
-                                                         strict=True)]
+        alone = [Candidate(_provisional([messages[i]]), cosine=float(cosine))
+                 for i, cosine in zip(unmatched, cosines, strict=True)]
+        relevance(alone, self._settings, terms=terms, chinese=chinese)
+        return {i: c.relevance for i, c in zip(unmatched, alone, strict=True)
+                if c.relevance >= min_score}
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
@@ -133,6 +197,10 @@ class PendingSearch:
         for text in texts:
             self._vectors.move_to_end(text)
         return np.stack([self._vectors[t] for t in texts])
+
+
+def _key(message: MessageRecord) -> tuple[str, str]:
+    return message.session_id, message.msg_id
 
 
 def _passes(message: MessageRecord, where: SearchFilter) -> bool:

@@ -7,7 +7,8 @@ memories. A named date or a referenced session adds a small vector
 search inside it. A keyword-only hit gets its cosine from its stored vector: one scale for all.
 A search not done by the recall's deadline is dropped, and the other one answers
 (deadline.py). The pending search (pending.py) adds the namespace's messages not built into
-memories yet that hold a word of the question, as provisional memories (read-your-writes).
+memories yet that hold a word of the question, or whose own vector (a `findable` store's)
+passes `min_score`, as provisional memories (read-your-writes).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from app.recall.query import Query
 from app.recall.schemas import RecallRequest, Stage
 from app.recall.text import QueryTerms
 from app.recall.tuning import CANDIDATES, NAMESPACE_SIZE_TTL, WINDOW_CANDIDATES
+from app.scripts import has_han
 from app.storage.repository import Repository, SearchFilter, SearchHit
 
 
@@ -76,7 +78,7 @@ class Searcher:
         self._pool = pool
         self._settings = settings
         self._sizes = _SizeCache()
-        self._pending = PendingSearch(repo, pool, firewall=settings.store_firewall)
+        self._pending = PendingSearch(repo, pool, settings)
 
     async def search(self, query: Query, text: str, *, terms: QueryTerms, deadline: Deadline,
                      metrics: Metrics | None) -> Searched:
@@ -139,7 +141,9 @@ class Searcher:
         # search reads which messages are built (pending.py). A cached read (~1 ms).
         at = time.perf_counter()
         found += await self._pending.candidates(await pending, terms,
-                                                query_vector=query_vector, found=found)
+                                                query_vector=query_vector, found=found,
+                                                min_score=query.min_score,
+                                                chinese=has_han(text))
         if step is not None:
             step.labels("pending").observe(time.perf_counter() - at)
         return Searched(found, with_vector=with_vector, with_keyword=with_keyword)

@@ -108,7 +108,8 @@ class Repository(MemoriesTable, SearchTable, MessagesTable, SessionsTable, Event
                    reads_see_every_write=settings.read_consistency_seconds == 0,
                    compact_unindexed_every=settings.compact_unindexed_every_versions,
                    log_cache_rows=settings.raw_log_cache_max_rows,
-                   pending_cache_rows=settings.pending_cache_max_rows)
+                   pending_cache_rows=settings.pending_cache_max_rows,
+                   pending_vectors_rows=settings.pending_vectors_max_rows)
         repo.leases = leases
         repo.lancedb_session = session
         await repo._read_tables()
@@ -122,12 +123,14 @@ class Repository(MemoriesTable, SearchTable, MessagesTable, SessionsTable, Event
         for table in ("memories", "messages", "jobs", "archive"):
             await self._delete(table, where, change=Change(namespaces=frozenset([namespace])))
         await self._delete("sessions", f"key = {sql_str(session_key(namespace, session_id))}")
+        self.pending_vectors.forget_session(namespace, session_id)
         await self._unlink_from_summaries(namespace, [m.id for m in memories])
 
     async def delete_namespace(self, namespace: str) -> None:
         where = f"namespace = {sql_str(namespace)}"
         for table in ("memories", "events", "messages", "jobs", "sessions", "archive"):
             await self._delete(table, where, change=Change(namespaces=frozenset([namespace])))
+        self.pending_vectors.forget_namespace(namespace)
 
     async def delete_memories(self, memory_ids: Sequence[str], *,
                               namespace: str | None = None) -> None:

@@ -37,7 +37,14 @@ from app.storage.records import (
     new_event,
 )
 from app.storage.repository import Repository
-from app.store.chunker import Chunk, assign_ids, is_long, plan_chunks, split_long
+from app.store.chunker import (
+    Chunk,
+    assign_ids,
+    is_long,
+    plan_chunks,
+    render_line,
+    split_long,
+)
 from app.store.firewall import (
     QUOTING_ROLES,
     long_enough_to_quote,
@@ -299,6 +306,36 @@ class MemoryBuilder:
         for memory in pins:
             memory.pinned, memory.updated_at = True, now
         return pins
+
+    async def hold_turn_vectors(self, messages: Sequence[MessageRecord]) -> int:
+        """Embed each of `messages` (just written as pending) on its own, as its build will
+        cut it, and hold the vectors until the build lands (app/storage/pending_vectors.py):
+        a `wait="findable"` store's promise that the next recall finds them by vector too.
+
+        What the build makes into no memory gets no vector: a message that is nothing but
+        an injection block (firewall rule 1; a block a message carries is cut out first),
+        small talk when it is skipped. Stored text, in the store lane, after recalls in
+        flight (the pool's gate). Returns the number of vectors held.
+        """
+        holder = self._repo.pending_vectors
+        if holder.max_rows <= 0 or not messages:
+            return 0
+        s = self._settings
+        turns: list[tuple[MessageRecord, str]] = []
+        for message in messages:
+            words = own_words(message.content, message.role) if s.store_firewall else None
+            content = message.content if words is None else words
+            if not content.strip() or (s.skip_small_talk and is_small_talk(content)):
+                continue
+            turns.append((message, render_line(dataclasses.replace(message, content=content))))
+        if not turns:
+            return 0
+        vectors = await self._pool.embed_many([text for _, text in turns])
+        first = turns[0][0]
+        holder.put(first.namespace, first.session_id,
+                   [(m.msg_id, m.content_hash, v) for (m, _), v in zip(turns, vectors,
+                                                                      strict=True)])
+        return len(turns)
 
     async def with_new_text(self, memory: MemoryRecord, text: str) -> MemoryRecord:
         """A copy of `memory` carrying an edited text: re-analysed and re-embedded."""

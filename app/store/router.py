@@ -14,7 +14,8 @@ router = APIRouter(prefix="/v1", tags=["store"])
 @router.post(
     "/store",
     response_model=StoreResult,
-    responses={202: {"model": StoreResult, "description": "Queued (wait=false)"},
+    responses={202: {"model": StoreResult,
+                     "description": "Queued (wait=false or \"findable\")"},
                **error_responses(400, 401, 403, 409, 413, 422, 503)},
 )
 async def store(body: StoreRequest, response: Response, principal: CurrentPrincipal,
@@ -31,7 +32,7 @@ async def store(body: StoreRequest, response: Response, principal: CurrentPrinci
             responses=error_responses(401, 403, 404))
 async def get_job(job_id: str, principal: CurrentPrincipal, service: StoreServiceDep
                   ) -> JobPublic:
-    """State of a store call made with wait=false."""
+    """State of a store call made with wait=false or "findable"."""
     job = await service.get_job(job_id)
     principal.require_namespace(job.namespace)
     return job

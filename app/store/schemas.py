@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -43,6 +43,14 @@ class MessageIn(BaseModel):
         if not content.strip():
             raise ValueError("content is blank")
         return content
+
+
+class StoreMode(StrEnum):
+    """What a store's answer promises (`StoreRequest.wait`)."""
+
+    built = "built"  # wait=true: the memories are built; their ids are in the answer
+    findable = "findable"  # durable, and found by keyword and by each turn's own vector
+    durable = "durable"  # wait=false: durable, and found by keyword
 
 
 class StoreRequest(BaseModel):
@@ -87,11 +95,28 @@ class StoreRequest(BaseModel):
         "sent before unchanged): always in `POST /v1/context`, never compressed or "
         "forgotten. false leaves existing pins as they are (unpin with PATCH).",
     )
-    wait: bool = Field(
-        default=True, strict=True,
-        description="true: return after the memories are built (200, with their ids). false: "
-        "return 202 as soon as the raw log is written; poll the job.",
+    wait: bool | Literal["findable"] = Field(
+        default=True,
+        description="What the answer promises. true: the memories are built (200, with "
+        "their ids in memories_created). \"findable\": the messages are durable and a "
+        "recall made after the answer finds them by keyword and by each new turn's own "
+        "vector (202 and a job; the memories are built in the background, returned as "
+        "provisional until then). false: the messages are durable and a recall finds them "
+        "by keyword (202 and a job; the fastest answer).",
     )
+
+    @field_validator("wait", mode="before")
+    @classmethod
+    def _a_known_mode(cls, wait: object) -> object:
+        if wait is True or wait is False or wait == "findable":
+            return wait
+        raise ValueError('wait must be true, false or "findable"')
+
+    @property
+    def mode(self) -> StoreMode:
+        if self.wait is True:
+            return StoreMode.built
+        return StoreMode.findable if self.wait == "findable" else StoreMode.durable
 
 
 class StoreStatus(StrEnum):
@@ -109,7 +134,8 @@ class StoreResult(BaseModel):
 
     namespace: str = Field(description="The namespace stored into.")
     session_id: str = Field(description="The session stored.")
-    status: StoreStatus = Field(description="stored, unchanged, skipped or queued (wait=false).")
+    status: StoreStatus = Field(
+        description="stored, unchanged, skipped or queued (wait=false or \"findable\").")
     total: int = Field(description="Messages in the request (after merging exact repeats).")
     new: int = Field(description="Messages not stored before.")
     updated: int = Field(description="Stored messages whose content changed.")
@@ -124,7 +150,8 @@ class StoreResult(BaseModel):
         description="msg_ids kept in the raw log but made into no memory: Engram's own "
         "text sent back (an injection block, or an assistant or system message quoting "
         "stored memories; see docs/recall-firewall.md).")
-    job_id: str | None = Field(default=None, description="With wait=false: poll /v1/jobs/{id}.")
+    job_id: str | None = Field(default=None, description="With wait=false or \"findable\": "
+                               "poll /v1/jobs/{id}.")
 
 
 class JobState(StrEnum):

@@ -7,6 +7,12 @@
 Durability: the raw log is written first, as `pending`, before anything is embedded. That
 write is the acknowledgement point: a `wait=false` store returns right after it, and a crash
 after it is repaired at start-up by building every pending session again.
+
+Three answers (`StoreRequest.mode`): `wait=true` after the build (the memories' ids);
+`wait="findable"` after the raw-log write and each new turn embedded on its own, held for
+the pending search until the build lands (its vector alone, not the grown chunk's: a few
+short texts instead of the whole window); `wait=false` after the raw-log write alone. The
+last two queue the build (docs/decisions/0015-findable-writes.md).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from app.store.schemas import (
     JobPublic,
     JobState,
     MessageIn,
+    StoreMode,
     StoreRequest,
     StoreResult,
     StoreStatus,
@@ -128,7 +135,8 @@ class StoreService:
         started = time.perf_counter()
         result = await self._store(request)
         if self._metrics is not None:
-            mode = "wait" if request.wait else "background"
+            mode = {StoreMode.built: "wait", StoreMode.findable: "findable",
+                    StoreMode.durable: "background"}[request.mode]
             self._metrics.store_seconds.labels(mode).observe(time.perf_counter() - started)
             for outcome in ("new", "updated", "skipped"):
                 self._metrics.store_messages.labels(outcome).inc(getattr(result, outcome))
@@ -143,12 +151,18 @@ class StoreService:
         incoming = normalise(request.messages, max_chars=self._settings.max_message_chars)
         ns, sid = request.namespace, request.session_id
         lap = stage_timer(self._metrics)
-        if not request.wait:
+        if request.mode is not StoreMode.built:
             # The cheap acknowledgement: only the raw-log lock, never behind a build.
-            result, _, _ = await self._write_raw_log(request, incoming)
+            result, _, written = await self._write_raw_log(request, incoming)
             lap("ack")
             if result.job_id is not None:
-                self.enqueue(ns, sid)
+                try:
+                    if request.mode is StoreMode.findable:
+                        # Findable by vector too: each new turn's own, before the answer.
+                        await self._builder.hold_turn_vectors(written or [])
+                        lap("findable")
+                finally:  # acknowledged in the raw log: built whatever happens here
+                    self.enqueue(ns, sid)
         else:
             async with self._locks.hold(ns):
                 # What the build reads besides the raw log (memories, ledger, queued jobs) is
@@ -175,20 +189,21 @@ class StoreService:
     async def _write_raw_log(self, request: StoreRequest, incoming: Sequence[Incoming]
                              ) -> tuple[StoreResult, bool, list[MessageRecord] | None]:
         """Count new, changed and unchanged messages against the stored ones and write the
-        new and changed ones as pending (with a queued job for `wait=false`).
+        new and changed ones as pending (with a queued job unless `wait=true`).
 
         The acknowledgement point: after this the messages survive any crash. The raw-log
         lock makes the read and the write one step, so two stores of a session (also in two
         processes) never count the same message twice. Returns the result, whether the
         session holds messages not yet built, and for `wait=true` the session's raw log as
-        written (its build need not read it back).
+        written (its build need not read it back), otherwise the rows written.
         """
+        builds = request.mode is StoreMode.built
         ns, sid = request.namespace, request.session_id
         async with self._locks.hold_log(ns):
             # Counting needs only ids, hashes and states; a waiting store's build reads the
             # stored messages' content too, so it gets the whole rows.
             stored = {m.msg_id: m for m in await self._repo.session_messages(
-                ns, sid, with_content=request.wait)}
+                ns, sid, with_content=builds)}
             has_pending = any(m.state == "pending" for m in stored.values())
             result = StoreResult(namespace=ns, session_id=sid, status=StoreStatus.stored,
                                  total=len(incoming), new=0, updated=0, skipped=0)
@@ -208,7 +223,7 @@ class StoreService:
                 return result, has_pending, None
             fresh = [r for r in records if r.msg_id not in stored]
             rewritten = [r for r in records if r.msg_id in stored]
-            if request.wait:
+            if builds:
                 await self._repo.store_messages(fresh, rewritten)
                 raw_log = {**stored, **{r.msg_id: r for r in records}}
                 return result, True, sorted(raw_log.values(), key=lambda m: m.seq)
@@ -225,7 +240,7 @@ class StoreService:
             # queued job without them is finished by that build.
             await asyncio.gather(self._repo.store_messages(fresh, rewritten),
                                  self._repo.add_job(self._job_with_result(job, result)))
-            return result, True, None
+            return result, True, records
 
     def _raw_log_rows(
         self, request: StoreRequest, incoming: Sequence[Incoming], stored: dict[str, MessageRecord]
@@ -302,7 +317,7 @@ class StoreService:
         job.result = result.model_dump_json()
         return job
 
-    # --- background builds (wait=false and recovery) -------------------------------------
+    # --- background builds (wait=false or "findable", and recovery) -----------------------
 
     @property
     def queued_sessions(self) -> int:

@@ -108,6 +108,17 @@ class TestEveryRoute:
             assert engram.delete_namespace("rt")["deleted"]
             assert engram.list_memories("rt")["count"] == 0
 
+    def test_a_findable_store_is_recalled_at_once(self, server: ServerProcess) -> None:
+        with Client(server.base_url, api_key=ADMIN) as engram:
+            queued = engram.store("findable", "s1", TURNS, wait="findable")
+            assert queued["status"] == "queued" and queued["job_id"], queued
+            found = engram.recall("findable", "Where does my sister Mia live now?")
+            assert "Lisbon" in found["block"], found
+            assert wait_for_job(engram, queued["job_id"])["state"] == "done"
+            after = engram.recall("findable", "Where does my sister Mia live now?")
+            assert "Lisbon" in after["block"]
+            assert not any(m["provisional"] for m in after["memories"]), after
+
     def test_ids_with_spaces_hashes_and_question_marks_reach_their_route(self, server: ServerProcess
                                                             ) -> None:
         with Client(server.base_url, api_key=ADMIN) as engram:

@@ -3,9 +3,9 @@
 A hypothesis `RuleBasedStateMachine` drives one real `engram serve` process (tests/procs.py:
 real LanceDB data directory, real bundled model) through the HTTP API only: stores of new
 sessions, appends, edits, id-less messages sent twice, msg_ids 1, 2, 3 reused by every
-session, `wait=false` stores (also SIGKILLed right after the 202, followed at once by a
-delete of one of their messages, an older one or their session, or by a recall that must
-return their last message: read-your-writes), message and session
+session, `wait=false` and `wait="findable"` stores (also SIGKILLed right after the 202,
+followed at once by a delete of one of their messages, an older one or their session, or by
+a recall that must return their last message: read-your-writes), message and session
 deletes (also cut by a SIGKILL between two of their commits: app/ops/faults.py), forced
 compression passes (also cut short by SIGKILL), restores of compressed
 memories, pins and unpins, export, import into the same, a fresh and another namespace
@@ -27,7 +27,7 @@ export, its memory list and its sessions ledger, the API's own reads):
   (never compressed or forgotten, whatever passes ran);
 - the sessions ledger counts each session's messages and lists its memories;
 - a namespace the step did not target has exactly the export it had before the step;
-- no response is a 5xx, and every `wait=false` job finishes.
+- no response is a 5xx, and every `wait=false` or `wait="findable"` job finishes.
 
 Bounded for CI by ENGRAM_STATEFUL_EXAMPLES / ENGRAM_STATEFUL_STEPS / ENGRAM_STATEFUL_RESTARTS;
 one server serves every example (fresh namespaces per example), so the model loads once.
@@ -222,9 +222,10 @@ class StatefulMachine(RuleBasedStateMachine):
         name: str = data.draw(st.sampled_from(sessions), label="session")
         return name
 
-    def store(self, ns: str, session_id: str, messages: list[Json], *, wait: bool,
+    def store(self, ns: str, session_id: str, messages: list[Json], *, wait: bool | str,
               expect_new: int, expect_updated: int, expect_skipped: int) -> Json:
-        response = self.call("POST", "/v1/store", expect=(200,) if wait else (202, 200), json={
+        response = self.call("POST", "/v1/store", expect=(200,) if wait is True else (202, 200),
+                             json={
             "namespace": ns, "session_id": session_id, "messages": messages, "wait": wait})
         body: Json = response.json()
         self.tally["stores"] += 1
@@ -332,8 +333,9 @@ class StatefulMachine(RuleBasedStateMachine):
         self.maybe_crash_after_ack(data, wait)
 
     @precondition(lambda self: self.has_sessions())
-    @rule(data=st.data(), count=st.integers(1, 4), wait=st.booleans())
-    def append_to_session(self, data: st.DataObject, count: int, wait: bool) -> None:
+    @rule(data=st.data(), count=st.integers(1, 4),
+          wait=st.sampled_from([True, False, "findable"]))
+    def append_to_session(self, data: st.DataObject, count: int, wait: bool | str) -> None:
         ns, session_id = self.stored_session(data)
         self.touched.add(ns)
         known = self.models[ns].sessions[session_id]
@@ -350,11 +352,12 @@ class StatefulMachine(RuleBasedStateMachine):
             known[p["msg_id"]] = Message(p["role"], p["content"], True)
         self.maybe_crash_after_ack(data, wait)
 
-    @rule(data=st.data(), count=st.integers(1, 3))
-    def store_later_then_recall(self, data: st.DataObject, count: int) -> None:
-        """Read-your-writes: a `wait=false` store's last message, recalled by its own words
-        at once, is returned: provisional (once) while its build has not landed, else in
-        memories only; nothing of another namespace is.
+    @rule(data=st.data(), count=st.integers(1, 3), wait=st.sampled_from([False, "findable"]))
+    def store_later_then_recall(self, data: st.DataObject, count: int, wait: bool | str
+                                ) -> None:
+        """Read-your-writes: a `wait=false` or `wait="findable"` store's last message,
+        recalled by its own words at once, is returned: provisional (once) while its build
+        has not landed, else in memories only; nothing of another namespace is.
 
         In a namespace of its own (`recalled`), outside the model: a recall counts hits,
         which change the memories' rows when the buffer is flushed, at a time no step
@@ -367,7 +370,7 @@ class StatefulMachine(RuleBasedStateMachine):
         roles = ["user" if i % 2 == 0 else "assistant" for i in range(count)]
         payload = [{"msg_id": f"{session_id}-r{i + 1}", "role": role,
                     "content": self.content(data, role)} for i, role in enumerate(roles)]
-        self.store(ns, session_id, payload, wait=False, expect_new=count, expect_updated=0,
+        self.store(ns, session_id, payload, wait=wait, expect_new=count, expect_updated=0,
                    expect_skipped=0)
         last = payload[-1]
         body = self.call("POST", "/v1/recall", json={
@@ -381,7 +384,8 @@ class StatefulMachine(RuleBasedStateMachine):
         # Provisional only while no memory holds it: never both, never twice.
         assert not provisional or holding == provisional[:1], holding
         assert all(m["id"].startswith("pending:") == m["provisional"] for m in holding)
-        self.tally["recalled provisionally" if provisional else "recalled built"] += 1
+        self.tally[("recalled provisionally" if provisional else "recalled built")
+                   + (" (findable)" if wait == "findable" else "")] += 1
 
     @precondition(lambda self: self.has_sessions())
     @rule(data=st.data(), wait=st.booleans())
@@ -434,9 +438,9 @@ class StatefulMachine(RuleBasedStateMachine):
                           expect_skipped=len(payload))
         assert body["status"] == "unchanged", body
 
-    def maybe_crash_after_ack(self, data: st.DataObject, wait: bool) -> None:
+    def maybe_crash_after_ack(self, data: st.DataObject, wait: bool | str) -> None:
         """After a 202 the raw log is the acknowledgement: a crash must not lose it."""
-        if wait or self.restarts >= RESTARTS:
+        if wait is True or self.restarts >= RESTARTS:
             return
         if data.draw(st.sampled_from([False, False, True]), label="SIGKILL after 202"):
             self.restart(hard=True)

@@ -24,6 +24,7 @@ from app.storage.log_cache import LogChange, RawLogCache
 from app.storage.log_cache import combined as combined_log_changes
 from app.storage.namespace_cache import UNKNOWN, Change, NamespaceCache, combined
 from app.storage.pending_cache import PendingCache
+from app.storage.pending_vectors import PendingVectors
 from app.storage.records import _Record
 from app.storage.writer import Alone, Delete, TableWriter, Upsert, Write
 
@@ -67,7 +68,7 @@ class TableBase:
                  cache_rows: int = 50_000, cache_namespace_rows: int = 20_000,
                  write_batch_max_rows: int = 20_000, reads_see_every_write: bool = True,
                  compact_unindexed_every: int = 0, log_cache_rows: int = 20_000,
-                 pending_cache_rows: int = 5_000) -> None:
+                 pending_cache_rows: int = 5_000, pending_vectors_rows: int = 5_000) -> None:
         self._db = db
         # Every read sees every process's latest commit (read_consistency_seconds = 0): a key
         # read as absent under the lock ordering its writers is absent, so its row may be
@@ -107,6 +108,9 @@ class TableBase:
         # the namespaces' pending messages; told of every raw-log write like the above.
         self.pending_cache = PendingCache(
             tables["messages"], max_rows=pending_cache_rows if reads_see_every_write else 0)
+        # The own vectors of pending messages stored with wait="findable" (pending_vectors.py),
+        # checked by content hash at every use: no version check needed.
+        self.pending_vectors = PendingVectors(max_rows=pending_vectors_rows)
         reporters: dict[str, Any] = {"memories": self._report_memories,
                                      "messages": self._report_messages}
         # One group-committing writer per table (writer.py): concurrent writes of every
@@ -184,6 +188,7 @@ class TableBase:
             "raw_log_cache_sessions": lambda: self.log_cache.held_sessions,
             "raw_log_cache_rows": lambda: self.log_cache.held_rows,
             "pending_cache_rows": lambda: self.pending_cache.held_rows,
+            "pending_vector_rows": lambda: self.pending_vectors.held_rows,
         }
 
     def _lancedb_cache_bytes(self) -> float:
