@@ -15,6 +15,7 @@ import pytest
 
 from app.embedding.names import E5_NAME
 from tests.helpers import metric_by_label, wait_idle
+from tests.recall.test_recall_api import recall
 
 # Facts told in one language, asked about in the other: no word in common (the pending
 # search matches words within a language), so only the turn's own vector can find them.
@@ -43,15 +44,6 @@ async def store(client: Any, contents: list[str], *, wait: Any = "findable",
         "messages": [{"msg_id": f"f{first + i}", "role": "user" if i % 2 == 0 else "assistant",
                       "content": content} for i, content in enumerate(contents)]})
     assert response.status_code == expect, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-async def recall(client: Any, query: str, namespace: str = "alice", **extra: Any
-                 ) -> dict[str, Any]:
-    response = await client.post("/v1/recall", json={"namespace": namespace, "query": query,
-                                                     **extra})
-    assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
 
