@@ -82,12 +82,15 @@ async def test_a_query_issued_behind_a_large_store_finishes_before_the_store(
         # The store is being encoded, most of it still queued (polling the pool's counter).
         while pool.batches < 2:  # noqa: ASYNC110
             await asyncio.sleep(0.005)
+        asked_at = pool.batches
         query = asyncio.create_task(pool.embed_query("when is the meeting"))
         done, _ = await asyncio.wait({store, query, background},
                                      return_when=asyncio.FIRST_COMPLETED)
         assert done == {query}
-        # It waited at most for the slice being encoded: a few passes, not 25 slices.
-        assert pool.batches <= 4
+        # It waited at most for the slice being encoded: a few passes, not the 25 slices.
+        # Counted from when it was asked: on a loaded machine the polling above can wake
+        # a pass or two late.
+        assert pool.batches - asked_at <= 3, (asked_at, pool.batches)
         done, _ = await asyncio.wait({store, background}, return_when=asyncio.FIRST_COMPLETED)
         assert done == {store}  # background work yields to stores too
         assert (await store).shape == (200, pool.dim)
