@@ -179,7 +179,10 @@ class TestStrictTypes:
 
 
 def _json_type(prop: Json, components: Json) -> str | None:
-    """The JSON type of a property, through `anyOf [T, null]`; enums are not walked.
+    """The JSON type of a property, through `anyOf [T, null]` and `anyOf [T, const]`.
+
+    A `const` is one literal word (`wait: true | "findable"`): no lax value below equals
+    it, so the field is walked as T. Enums are not walked.
 
     (FastAPI validates a decoded body in pydantic's Python mode, where a strict IntEnum
     refuses plain JSON ints: enum fields keep lax validation.)
@@ -187,7 +190,8 @@ def _json_type(prop: Json, components: Json) -> str | None:
     if "$ref" in prop or "enum" in prop:
         return None
     if "anyOf" in prop:
-        kinds = {_json_type(p, components) for p in prop["anyOf"]} - {"null"}
+        kinds = {_json_type(p, components) for p in prop["anyOf"]
+                 if "const" not in p} - {"null"}
         return kinds.pop() if len(kinds) == 1 else None
     kind = prop.get("type")
     return kind if isinstance(kind, str) else None
