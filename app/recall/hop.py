@@ -75,10 +75,13 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
 
     results = await asyncio.gather(*(one(part, t) for part, t in parts))
     bridges = []
+    sources: list[str] = []  # the memory each hop's line was taken from
     names = QueryTerms(latin=frozenset(), cjk=frozenset())  # see `hop_names`
     for (part, part_terms), (found, matcher) in zip(parts, results, strict=True):
-        line = bridge(found, matcher)
-        if line is not None and matcher is not None:
+        taken = bridge(found, matcher)
+        if taken is not None and matcher is not None:
+            line, source = taken
+            sources.append(source)
             hop = f"{line} {part}"
             # Scored without the question's words that none of the first search's
             # candidates held (its scaffolding: "下列哪一项最符合"), so a memory
@@ -92,7 +95,12 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
         deadline.skip(Stage.second_hop)
         bridges, names = [], QueryTerms(latin=frozenset(), cjk=frozenset())
     if bridges:
-        results += await asyncio.gather(*(one(b, t) for b, t in bridges))
+        hops = await asyncio.gather(*(one(b, t) for b, t in bridges))
+        # A hop cannot confirm its own line: searched with that line, a memory that is
+        # nothing but the line matches itself (relevance ~1), whatever the question asked
+        # of it ("我老公喜欢什么运动？" → "我老公叫陈磊"). It keeps the question's own score.
+        results += [([c for c in found if c.memory.id != source], matcher)
+                    for (found, matcher), source in zip(hops, sources, strict=True)]
     if len(results) == 1:
         return Found(*results[0], None)
     best: dict[str, Candidate] = {}
@@ -117,11 +125,14 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
     return Found(merged, matcher, hop_names(names, merged))
 
 
-def bridge(found: list[Candidate], matcher: Coverage | None) -> str | None:
-    """A second hop's line, searched with the question: the best-matching line of the
-    best memories ("那个规模是八百人的活动，时间是哪天？" finds "秋季厨艺交流会的规模是
-    八百人"; the hop then finds that event's time). Also when the line holds every word of the
-    question: "我常去的商场是星光百货" answers "我常去的商场怎么样" by name only.
+def bridge(found: list[Candidate], matcher: Coverage | None) -> tuple[str, str] | None:
+    """A second hop's line, searched with the question, and the memory that is that line
+    alone ("" if its memory holds more: `find` keeps it from confirming itself).
+
+    The best-matching line of the best memories ("那个规模是八百人的活动，时间是
+    哪天？" finds "秋季厨艺交流会的规模是八百人"; the hop then finds that event's
+    time). Also when the line holds every word of the question: "我常去的商场是星光
+    百货" answers "我常去的商场怎么样" by name only.
 
     Only from one speaker's statements (or a memory of one message), whose lines name
     the thing they are about; the best line of a dialogue mostly repeats the question's
@@ -137,7 +148,7 @@ def bridge(found: list[Candidate], matcher: Coverage | None) -> str | None:
     """
     if matcher is None or not found:
         return None
-    texts: list[str] = []
+    texts: list[tuple[str, str]] = []  # (line, the memory that is that line alone)
     for rank, c in enumerate(sorted(found, key=lambda c: c.score, reverse=True
                                     )[:HOP_FROM]):
         units = lines(c.memory)
@@ -145,14 +156,18 @@ def bridge(found: list[Candidate], matcher: Coverage | None) -> str | None:
             if rank == 0:
                 return None  # the best memory is a dialogue: no hop (see above)
             continue
-        texts += [line for _, line in units]
-    shares = [matcher.share(line) for line in texts]
+        # A memory of that one line would match the hop as itself (`find`); a line of a
+        # day of notes may lift its day over days sharing only common words (above).
+        alone = c.memory.id if len(units) == 1 else ""
+        texts += [(line, alone) for _, line in units]
+    shares = [matcher.share(line) for line, _ in texts]
     best = max(range(len(texts)), key=lambda i: shares[i])  # the first of equals
     # Also from a line holding every word of the question: "我路过的景区是X" leaves
     # "what is X like" to another memory.
     if shares[best] <= 0:
         return None
-    return texts[best].split(": ", 1)[-1]
+    line, source = texts[best]
+    return line.split(": ", 1)[-1], source
 
 
 def hop_names(names: QueryTerms, candidates: list[Candidate]) -> Coverage | None:

@@ -46,6 +46,15 @@ QUESTIONS = [
     ("我们打算买什么车？", ENGLISH_NOTES[5]),
 ]
 
+# Questions whose answer is not found first yet, and why.
+NOT_YET = {
+    "What kind of restaurant opened downstairs?": (
+        "only 'downstairs' is read (楼下): 'open' has no form of two characters held here "
+        "(开), 'restaurant' none held in 拉面馆; it was found through the second hop "
+        "confirming its own line, which returned any one-line fact sharing a word with a "
+        "question at relevance 1.0"),
+}
+
 
 async def store_notes(client: Any, notes: list[str], session: str) -> None:
     await store(client, [{"msg_id": f"{session}-{i}", "role": "user", "content": note,
@@ -64,7 +73,9 @@ async def stored(client: Any) -> Any:
     return client
 
 
-@pytest.mark.parametrize(("question", "answer"), QUESTIONS, ids=[q for q, _ in QUESTIONS])
+@pytest.mark.parametrize(("question", "answer"), [
+    pytest.param(q, a, id=q, marks=[pytest.mark.xfail(strict=True, reason=NOT_YET[q])]
+                 if q in NOT_YET else []) for q, a in QUESTIONS])
 async def test_a_question_finds_the_fact_told_in_the_other_language_first(
         stored: Any, question: str, answer: str) -> None:
     body = (await stored.post("/v1/recall", json={

@@ -6,7 +6,7 @@ Chinese and English each: a user's notes are one speaker's statements, several p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -290,12 +290,17 @@ class TestKindsAndTheirMembers:
              "Which phone do I have?"),
         ), id="appliance-phone"),
         pytest.param((
-            ("zh", ["今天下午去超市买了水果。", "周末带女儿去了海洋馆。", "我同事最近在学吉他。",
-                    "明天可能会下雨。"], "我和家人一起做了什么？"),
             ("en", ["Bought some fruit this afternoon.", "Took my daughter to the aquarium "
                     "on Saturday.", "My colleague is learning the guitar.",
                     "It may rain tomorrow."], "What did I do with my family lately?"),
-        ), id="family"),
+        ), id="family-en"),
+        pytest.param((
+            ("zh", ["今天下午去超市买了水果。", "周末带女儿去了海洋馆。", "我同事最近在学吉他。",
+                    "明天可能会下雨。"], "我和家人一起做了什么？"),
+        ), id="family-zh", marks=pytest.mark.xfail(strict=True, reason=(
+            "relevance 0.29 < 0.35: 女儿 holds 家人 for the keyword share, but the full-text "
+            "search does not look for a kind's members (adding them cost MemDaily 0.7 points "
+            "at 500 tokens); it passed only through the hop confirming its own line"))),
         pytest.param((
             ("zh", ["今天下午去超市买了水果。", "我表姐是一名护士。", "我表姐住在杭州。",
                     "明天可能会下雨。"], "我表姐的职业是什么？"),
@@ -466,3 +471,41 @@ class TestOneLineAnswers:
         await store_notes(client, SPLIT_DAYS[language], namespace=language)
         body = await recall(client, SPLIT_QUERIES[language], namespace=language)
         assert "n2" in body["memories"][0]["msg_ids"], body["memories"]
+
+
+class TestAHopDoesNotConfirmItsOwnLine:
+    """A user's one-line facts; questions about things never stored. The second hop is
+    searched with the best line the first search found ("我老公叫陈磊…" for "我弟弟叫什么
+    名字？"): that line's own memory then matches the hop as itself, at relevance 1.0, and
+    came back as the answer to every question sharing a word with it."""
+
+    NOTES: ClassVar = {
+        "zh": ["我老公叫陈磊，是中学物理老师，平时很忙。", "我们家的猫叫团子，是一只橘猫，三岁了。",
+               "我女儿今年六岁，最喜欢画画，每周六上午去少年宫上美术课。",
+               "我最喜欢的作家是余华，最近在重读《活着》。", "我住在静安区，房租每个月 7,200 块。"],
+        "en": ["My partner Sam works as a nurse at the Erasmus hospital and is busy most "
+               "weekends.", "Our cat is called Biscuit, a three-year-old tabby.",
+               "My daughter Lily is six and loves drawing; she has art class on Saturday "
+               "mornings.", "My favourite book is The Left Hand of Darkness, I am rereading "
+               "it.", "I live in Kralingen and the rent is 1,450 euros a month."],
+    }
+    UNSTORED: ClassVar = {
+        "zh": ["我的狗叫什么名字？", "我弟弟叫什么名字？", "我平时用什么牌子的护肤品？",
+               "我女儿的钢琴老师是谁？"],
+        "en": ["Which skincare brand do I use?"]}
+    # (question, the note answering it): the same facts are still found.
+    STORED: ClassVar = {"zh": [("我们家的猫叫什么名字？", "n1"), ("我老公是做什么的？", "n0")],
+              "en": [("What is our cat called?", "n1"), ("What does Sam do?", "n0")]}
+
+    @pytest.mark.parametrize("language", ["zh", "en"])
+    async def test_a_question_about_something_never_stored_returns_nothing(
+            self, client: Any, language: str) -> None:
+        await one_memory_each(client, self.NOTES[language], namespace=language, prefix="n")
+        for query in self.UNSTORED[language]:
+            body = await recall(client, query, namespace=language)
+            assert body["memories"] == [], (query, [
+                (m["text"], m["explain"]["relevance"]) for m in body["memories"]])
+        for query, answer in self.STORED[language]:
+            body = await recall(client, query, namespace=language)
+            assert body["memories"] and body["memories"][0]["msg_ids"] == [answer], \
+                (query, body["memories"])
