@@ -74,20 +74,19 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
                             without_bm25=not searched.with_keyword)
 
     results = await asyncio.gather(*(one(part, t) for part, t in parts))
-    bridges = []
-    sources: list[str] = []  # the memory each hop's line was taken from
+    # (the hop's text, its terms, the memory that is its line alone, if one is)
+    bridges: list[tuple[str, QueryTerms, str | None]] = []
     names = QueryTerms(latin=frozenset(), cjk=frozenset())  # see `hop_names`
     for (part, part_terms), (found, matcher) in zip(parts, results, strict=True):
         taken = bridge(found, matcher)
         if taken is not None and matcher is not None:
-            line, source = taken
-            sources.append(source)
+            line, alone = taken
             hop = f"{line} {part}"
             # Scored without the question's words that none of the first search's
             # candidates held (its scaffolding: "下列哪一项最符合"), so a memory
             # sharing only the line's name still passes `min_score`.
             hop_terms = read(hop).without(matcher.absent)
-            bridges.append((hop, hop_terms))
+            bridges.append((hop, hop_terms, alone))
             if matcher.held_share(line) >= NAMES_FROM:
                 names = names.merged(beyond(read(line), part_terms))
     if bridges and deadline.passed:
@@ -95,12 +94,12 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
         deadline.skip(Stage.second_hop)
         bridges, names = [], QueryTerms(latin=frozenset(), cjk=frozenset())
     if bridges:
-        hops = await asyncio.gather(*(one(b, t) for b, t in bridges))
+        hops = await asyncio.gather(*(one(b, t) for b, t, _ in bridges))
         # A hop cannot confirm its own line: searched with that line, a memory that is
         # nothing but the line matches itself (relevance ~1), whatever the question asked
         # of it ("我老公喜欢什么运动？" → "我老公叫陈磊"). It keeps the question's own score.
-        results += [([c for c in found if c.memory.id != source], matcher)
-                    for (found, matcher), source in zip(hops, sources, strict=True)]
+        results += [([c for c in found if c.memory.id != alone], matcher)
+                    for (found, matcher), (_, _, alone) in zip(hops, bridges, strict=True)]
     if len(results) == 1:
         return Found(*results[0], None)
     best: dict[str, Candidate] = {}
@@ -125,9 +124,10 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
     return Found(merged, matcher, hop_names(names, merged))
 
 
-def bridge(found: list[Candidate], matcher: Coverage | None) -> tuple[str, str] | None:
+def bridge(found: list[Candidate], matcher: Coverage | None
+           ) -> tuple[str, str | None] | None:
     """A second hop's line, searched with the question, and the memory that is that line
-    alone ("" if its memory holds more: `find` keeps it from confirming itself).
+    alone (None if its memory holds more: `find` keeps it from confirming itself).
 
     The best-matching line of the best memories ("那个规模是八百人的活动，时间是
     哪天？" finds "秋季厨艺交流会的规模是八百人"; the hop then finds that event's
@@ -148,7 +148,7 @@ def bridge(found: list[Candidate], matcher: Coverage | None) -> tuple[str, str] 
     """
     if matcher is None or not found:
         return None
-    texts: list[tuple[str, str]] = []  # (line, the memory that is that line alone)
+    texts: list[tuple[str, str | None]] = []  # (line, the memory that is that line alone)
     for rank, c in enumerate(sorted(found, key=lambda c: c.score, reverse=True
                                     )[:HOP_FROM]):
         units = lines(c.memory)
@@ -158,7 +158,7 @@ def bridge(found: list[Candidate], matcher: Coverage | None) -> tuple[str, str] 
             continue
         # A memory of that one line would match the hop as itself (`find`); a line of a
         # day of notes may lift its day over days sharing only common words (above).
-        alone = c.memory.id if len(units) == 1 else ""
+        alone = c.memory.id if len(units) == 1 else None
         texts += [(line, alone) for _, line in units]
     shares = [matcher.share(line) for line, _ in texts]
     best = max(range(len(texts)), key=lambda i: shares[i])  # the first of equals
@@ -166,8 +166,8 @@ def bridge(found: list[Candidate], matcher: Coverage | None) -> tuple[str, str] 
     # "what is X like" to another memory.
     if shares[best] <= 0:
         return None
-    line, source = texts[best]
-    return line.split(": ", 1)[-1], source
+    line, alone = texts[best]
+    return line.split(": ", 1)[-1], alone
 
 
 def hop_names(names: QueryTerms, candidates: list[Candidate]) -> Coverage | None:

@@ -494,8 +494,9 @@ class TestAHopDoesNotConfirmItsOwnLine:
                "我女儿的钢琴老师是谁？"],
         "en": ["Which skincare brand do I use?"]}
     # (question, the note answering it): the same facts are still found.
-    STORED: ClassVar = {"zh": [("我们家的猫叫什么名字？", "n1"), ("我老公是做什么的？", "n0")],
-              "en": [("What is our cat called?", "n1"), ("What does Sam do?", "n0")]}
+    STORED: ClassVar = {
+        "zh": [("我们家的猫叫什么名字？", "n1"), ("我老公是做什么的？", "n0")],
+        "en": [("What is our cat called?", "n1"), ("What does Sam do?", "n0")]}
 
     @pytest.mark.parametrize("language", ["zh", "en"])
     async def test_a_question_about_something_never_stored_returns_nothing(
