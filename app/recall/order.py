@@ -21,6 +21,8 @@ only with what the first left).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from app.recall.candidates import Candidate
@@ -145,24 +147,32 @@ async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],
         of one line) and must answer the question about as well as the older memory: chat
         says "现在" and "不再" of anything (MemDaily: -1 point of hit@1 otherwise)."""
         c = both[i]
+        change, units = said_of_a_change(i)
+        if not (change == Change.said or (
+                change == Change.now and units == 1 and c.relevance >= floor
+                and c.relevance >= NOW_CHANGE_SHARE * both[older].relevance)):
+            return False
+        # And a word of the older one's (rarity-weighted): e5 puts any two short Chinese
+        # sentences close, and "女儿的钢琴课改到周四晚上" changes nothing of "下周二上午体检".
+        return share_words(c.memory.text, both[older].memory.text, rarity)
+
+    @functools.cache
+    def said_of_a_change(i: int) -> tuple[Change, int]:
+        """What `both[i]` says of a change (none where it cannot announce one), and its
+        number of lines: the same whatever older memory it is compared with, so read once
+        per recall (a long memory's lines are searched for cues)."""
+        c = both[i]
         units = lines(c.memory)
         if c.relevance < floor and not (c.relevance >= band and len(units) <= 2):
             # Below the threshold only a statement, from the context floor: "we moved to
             # Munich last month" for "where do I live?" (a weak match of a stretch of chat
             # that says "changed" is no answer: LoCoMo -0.6 hit@1).
-            return False
+            return Change.none, len(units)
         if len(units) > 2 and not one_speaker(units):
-            return False
+            return Change.none, len(units)
         best = units[0][1] if len(units) == 1 or matcher is None else \
             max(units, key=lambda u: matcher.share(u[1]))[1]
-        # And a word of the older one's (rarity-weighted): e5 puts any two short Chinese
-        # sentences close, and "女儿的钢琴课改到周四晚上" changes nothing of "下周二上午体检".
-        if not share_words(c.memory.text, both[older].memory.text, rarity):
-            return False
-        change = announces_change(best)
-        return change == Change.said or (
-            change == Change.now and len(units) == 1 and c.relevance >= floor
-            and c.relevance >= NOW_CHANGE_SHARE * both[older].relevance)
+        return announces_change(best), len(units)
 
     reordered, taken, pairs = newer_first(head, newcomers, memory, vectors,
                                           threshold=supersede_cosine,

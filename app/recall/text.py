@@ -267,16 +267,16 @@ class Coverage:
         self._across_languages = across_languages
         self._documents = documents
         self._names = _ordered(terms)
-        # Each term as (forms matched as substrings, forms matched at a word's start): its
+        # Each term's forms matched as substrings and those matched at a word's start: its
         # Chinese forms and its English ones, its translations among them (bilingual.py).
         self._terms: list[_Forms] = \
-            [(across(t, False), forms(t)) for t in sorted(terms.latin)] + \
-            [(forms(t), across(t, True)) for t in sorted(terms.cjk)] + \
-            [((t,), ()) for t in sorted(terms.guessed)] + \
-            [((), across(t, True)) for t in sorted(terms.glossed)]
+            [_forms(across(t, False), forms(t)) for t in sorted(terms.latin)] + \
+            [_forms(forms(t), across(t, True)) for t in sorted(terms.cjk)] + \
+            [_forms((t,), ()) for t in sorted(terms.guessed)] + \
+            [_forms((), across(t, True)) for t in sorted(terms.glossed)]
         first_guessed = len(terms.latin) + len(terms.cjk)
         self._latin: re.Pattern[str] | None = None
-        words = {w for _, group in self._terms for w in group}
+        words = {w for *_, group in self._terms for w in group}
         if words:
             # One regex pass per text instead of tokenizing it in Python (the hot spot of a
             # recall): an English term matches a word that starts with it ("research" finds
@@ -350,7 +350,7 @@ class Coverage:
             return 0.0
         # The held terms and their regex are picked once per memory, not once per line.
         terms = [self._terms[i] for i in held]
-        latin = self._latin if any(words for _, words in terms) else None
+        latin = self._latin if any(words for *_, words in terms) else None
         rows = (_holds(part, terms, latin) for part in parts)
         best = max((sum(self._weights[i] for i, hit in zip(held, row, strict=True) if hit)
                     for row in rows), default=0.0)
@@ -367,16 +367,30 @@ class Coverage:
         return sum(w for w, hit in held if hit) / total if total > 0 else 0.0
 
 
-# A term's forms as `Coverage` keeps them: (matched as substrings, matched at a word's start).
-_Forms = tuple[tuple[str, ...], tuple[str, ...]]
+# A term's forms as `Coverage` keeps them: matched as substrings, those with a Chinese
+# character apart (no use looking for them in a text without one), then matched at a word's
+# start.
+_Forms = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def _forms(substrings: tuple[str, ...], words: tuple[str, ...]) -> _Forms:
+    chinese = tuple(s for s in substrings if has_han(s))
+    return chinese, tuple(s for s in substrings if not has_han(s)), words
 
 
 def _holds(text: str, terms: Sequence[_Forms], latin: re.Pattern[str] | None) -> list[bool]:
-    """Which of `terms` `text` holds; `latin` finds their word forms at a word's start."""
+    """Which of `terms` `text` holds; `latin` finds their word forms at a word's start.
+
+    An English term's Chinese translations are many (bilingual.py: a dozen for "time"), and
+    looking for each in a long English memory was most of a recall's scoring: they are
+    looked for only in a text with a Chinese character."""
     lowered = text.lower()
     found = set(latin.findall(lowered)) if latin else set()
-    return [any(t in lowered for t in substrings) or any(t in found for t in words)
-            for substrings, words in terms]
+    chinese_text = has_han(lowered)
+    return [not found.isdisjoint(words)
+            or (chinese_text and bool(chinese) and any(t in lowered for t in chinese))
+            or (bool(others) and any(t in lowered for t in others))
+            for chinese, others, words in terms]
 
 
 def _ordered(terms: QueryTerms) -> list[str]:
