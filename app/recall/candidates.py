@@ -44,6 +44,11 @@ class Candidate:
     def boost(self) -> float:
         return self.importance * self.tier * self.branch * self.time * self.reference
 
+    @property
+    def provisional(self) -> bool:
+        """Whether it stands for pending messages, not built into a memory yet (pending.py)."""
+        return self.memory.id.startswith(PENDING_PREFIX)
+
 
 Unit = tuple[tuple[str, ...], str]  # a memory's line: (its msg_ids, its text)
 
@@ -127,4 +132,4 @@ def public(p: Packed, returned: frozenset[str] = frozenset()) -> RecalledMemory:
 
 def provisional(p: Packed) -> bool:
     """Whether a packed memory stands for pending messages, not built yet (pending.py)."""
-    return p.candidate.memory.id.startswith(PENDING_PREFIX)
+    return p.candidate.provisional

@@ -119,8 +119,10 @@ async def newer_first_tier(ranked: list[Candidate], below: list[Candidate],
         return ranked, []
     both = [*head, *newcomers]
     # The searches returned the vectors with the memories; reading them again was a
-    # LanceDB query per tier (10-20 ms of a 40 ms recall at 100k memories).
-    missing = [c.memory.id for c in both if c.stored is None]
+    # LanceDB query per tier (10-20 ms of a 40 ms recall at 100k memories). Pending
+    # messages found by keyword have none and are no memory: asking LanceDB for them was
+    # that query on every recall into a namespace being written, where it is slowest.
+    missing = [c.memory.id for c in both if c.stored is None and not c.provisional]
     records = await repo.get_memories(missing, with_vector=True) if missing else []
     fetched = {r.id: np.asarray(r.vector, dtype=np.float32) for r in records
                if r.vector is not None}
