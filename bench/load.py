@@ -62,7 +62,7 @@ def http(base_url: str) -> httpx.AsyncClient:
 
 
 async def store(client: httpx.AsyncClient, namespace: str, session_id: str,
-                messages: list[Json], *, wait: bool) -> httpx.Response:
+                messages: list[Json], *, wait: bool | str) -> httpx.Response:
     return await client.post("/v1/store", json={
         "namespace": namespace, "session_id": session_id, "messages": messages, "wait": wait})
 

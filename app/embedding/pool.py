@@ -6,7 +6,9 @@ Encoding runs on two dedicated threads, so a recall's question never waits for s
    Single questions from concurrent callers are micro-batched: one pass serves every
    question queued when it starts (the parts of a compound question, questions that arrived
    during the previous pass). While questions come concurrently the first also waits up to
-   `embedding_batch_wait_ms` for companions; a lone question does not wait.
+   `embedding_batch_wait_ms` for companions; a lone question does not wait. A few texts a
+   caller waits for now (a `wait="findable"` store's new turns) share that thread, encoded
+   as stored text in a pass of their own (`embed_now`).
 2. Stored text has the other thread, at a lower OS priority (`build_niceness`), with two
    lanes: `passage` (texts being stored: the store builder, memory edits, imports) before
    `background` (compression summaries, re-embedding after a model change).
@@ -61,6 +63,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 __all__ = ["EmbeddingPool", "Lane", "Vector", "load_model"]
+
+# Texts `embed_now` encodes on the questions' thread at most: a findable store's turns are
+# one or two; each text adds to a question's wait for that thread.
+_NOW_MAX_TEXTS = 8
 
 
 class Lane(IntEnum):
@@ -169,6 +175,20 @@ class EmbeddingPool:
             return np.zeros((0, self.dim), dtype=np.float32)
         return await self._submit(texts, Lane.query)
 
+    async def embed_now(self, texts: list[str]) -> Vector:
+        """Encode a few texts a caller waits for now, as stored text, on the questions'
+        thread: a `wait="findable"` store's new turns (decision 0015), acknowledged once
+        they have vectors. Behind the builds' slices on the stored-text thread they waited
+        seconds during an ingest (bench/read_your_writes.py --fact-wait findable, 8
+        tenants: acknowledgement p50 226 ms, p99 2.4 s). More than `_NOW_MAX_TEXTS` (an
+        import sent as findable) take their turn with other stored text instead: they would
+        hold the questions' thread as long."""
+        if len(texts) > _NOW_MAX_TEXTS:
+            return await self.embed_many(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return await self._submit(texts, Lane.query, query=False)
+
     async def embed_many(self, texts: list[str], *, query: bool = False,
                          background: bool = False) -> Vector:
         """Encode many texts slice by slice, on the stored-text thread.
@@ -188,7 +208,10 @@ class EmbeddingPool:
             parts.append(await self._submit(texts[i: i + self._batch_size], lane, query=query))
         return np.concatenate(parts)
 
-    async def _submit(self, texts: list[str], lane: Lane, *, query: bool = False) -> Vector:
+    async def _submit(self, texts: list[str], lane: Lane, *, query: bool | None = None
+                      ) -> Vector:
+        """Queue `texts` in `lane`; encoded as questions if `query` (by default: in the
+        query lane)."""
         if not self._workers:
             self._question_arrived = asyncio.Event()
             self._stored_arrived = asyncio.Event()
@@ -196,7 +219,8 @@ class EmbeddingPool:
                              asyncio.create_task(self._run_stored())]
         assert self._question_arrived is not None and self._stored_arrived is not None
         future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
-        job = _Job(lane, next(self._seq), texts, future, as_query=query or lane == Lane.query)
+        job = _Job(lane, next(self._seq), texts, future,
+                   as_query=lane == Lane.query if query is None else query)
         if lane == Lane.query:
             self._questions.append(job)
             self._question_arrived.set()
@@ -240,7 +264,12 @@ class EmbeddingPool:
                     self._take_questions(batch)
             if not batch:
                 continue  # every waiting question's caller went away
-            await self._encode(self._question_thread, batch, query=True)
+            # Questions first; texts a caller waits for as stored text (`embed_now`) in a
+            # pass of their own: one pass reads all its texts one way.
+            for as_query in (True, False):
+                jobs = [job for job in batch if job.as_query is as_query]
+                if jobs:
+                    await self._encode(self._question_thread, jobs, query=as_query)
             concurrent = bool(self._questions)
 
     def _take_questions(self, batch: list[_Job]) -> list[_Job]:

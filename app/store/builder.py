@@ -314,8 +314,8 @@ class MemoryBuilder:
 
         What the build makes into no memory gets no vector: a message that is nothing but
         an injection block (firewall rule 1; a block a message carries is cut out first),
-        small talk when it is skipped. Stored text, in the store lane, after recalls in
-        flight (the pool's gate). Returns the number of vectors held.
+        small talk when it is skipped. Stored text, on the questions' thread when they are
+        a few (`EmbeddingPool.embed_now`). Returns the number of vectors held.
         """
         holder = self._repo.pending_vectors
         if holder.max_rows <= 0 or not messages:
@@ -330,7 +330,7 @@ class MemoryBuilder:
             turns.append((message, render_line(dataclasses.replace(message, content=content))))
         if not turns:
             return 0
-        vectors = await self._pool.embed_many([text for _, text in turns])
+        vectors = await self._pool.embed_now([text for _, text in turns])
         first = turns[0][0]
         holder.put(first.namespace, first.session_id,
                    [(m.msg_id, m.content_hash, v) for (m, _), v in zip(turns, vectors,

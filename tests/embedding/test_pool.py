@@ -99,6 +99,33 @@ async def test_a_query_issued_behind_a_large_store_finishes_before_the_store(
         await pool.close()
 
 
+async def test_a_findable_stores_turns_do_not_wait_behind_a_large_store(e5: Any) -> None:
+    # wait="findable" answers once the new turns have vectors (decision 0015): behind an
+    # ingest's slices that took seconds. They are encoded beside the questions, as stored
+    # text ("passage: "), and a batch too large for that still goes with stored text.
+    pool = EmbeddingPool(e5, name="test", batch_size=8, batch_wait_ms=2)
+    texts = [f"第{i}条：我们下周二上午在会议室讨论 LanceDB 的索引方案 number {i}"
+             for i in range(200)]
+    turns = ["user: 我的护照明年一月十五号到期。", "user: My passport expires in January."]
+    alone = pool.encode_blocking(turns)
+    try:
+        store = asyncio.create_task(pool.embed_many(texts))
+        while pool.batches < 3:  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        asked_at = pool.batches
+        now = asyncio.create_task(pool.embed_now(turns))
+        done, _ = await asyncio.wait({store, now}, return_when=asyncio.FIRST_COMPLETED)
+        assert done == {now}
+        assert pool.batches - asked_at <= 3, (asked_at, pool.batches)
+        np.testing.assert_allclose(await now, alone, atol=1e-5)  # as stored text
+        large = await pool.embed_now(texts[:9])  # more than a few: with stored text
+        cosines = np.sum(large * pool.encode_blocking(texts[:9]), axis=1)
+        assert float(cosines.min()) > 0.999  # as stored text (in slices: bf16 padding)
+        assert (await store).shape == (200, pool.dim)
+    finally:
+        await pool.close()
+
+
 def _chunks(count: int) -> list[str]:
     """Stored chunks as a build makes them: 6 turns of mixed English and Chinese chat."""
     rng = random.Random(14)
