@@ -244,6 +244,6 @@ def without_built(candidates: list[Candidate]) -> list[Candidate]:
     one holding a message that a memory among them holds: a build that landed between two
     of the searches (each leaves out what was built when it ran) is returned once."""
     built = {(c.memory.session_id, i) for c in candidates
-             if not c.memory.id.startswith(PENDING_PREFIX) for i in c.memory.msg_ids}
-    return [c for c in candidates if not c.memory.id.startswith(PENDING_PREFIX)
+             if not c.provisional for i in c.memory.msg_ids}
+    return [c for c in candidates if not c.provisional
             or built.isdisjoint((c.memory.session_id, i) for i in c.memory.msg_ids)]
