@@ -82,7 +82,8 @@ class Metrics:
                                        "Recall search time per step", ["step"],
                                        buckets=_STEP_BUCKETS, registry=r)
         # Recalls answered from what was ready at their deadline (app/recall/deadline.py),
-        # and the stages skipped (vector, keyword, second_hop): a recall may skip several.
+        # and the stages skipped (vector, keyword, second_hop, pending): a recall may skip
+        # several.
         self.recall_degraded = Counter("engram_recall_degraded_total",
                                        "Recalls that skipped a stage for their deadline",
                                        registry=r)

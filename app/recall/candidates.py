@@ -37,6 +37,9 @@ class Candidate:
     # The memory's stored vector, as the search returned it (`order.newer_first_tier`
     # compares candidates with each other); None if the search did not have it.
     stored: np.ndarray | None = None
+    # No vector to score it by: pending messages whose lines' vector was late for the
+    # recall's deadline (pending.py). Scored on its share of the question's words alone.
+    words_only: bool = False
     # A later memory of this recall that restates or changes this one (`order`).
     superseded_by: MemoryRecord | None = None
 

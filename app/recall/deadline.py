@@ -10,12 +10,18 @@ by then is skipped and named, never turned into an error:
 - `keyword`: the full-text search (LanceDB's, the slowest step under a heavy ingest) the
   same way: without it, the vector search's candidates, their share of the question's
   words standing for the missing BM25 rank (`score(without_bm25=True)`).
-- `second_hop`: the hop's searches start only while time is left.
+- `second_hop`: the hop's searches start only while time is left, and count only if one
+  of them is done by the deadline.
+- `pending`: the vectors of pending messages' lines (read-your-writes, pending.py),
+  computed in the question's pass; without them those messages are matched and scored by
+  their words alone (`Candidate.words_only`), as a recall without its vector scores every
+  memory. What was just stored is still found; only its rank can differ.
 
-When neither search is done by the deadline, the first one to finish answers (`settle`):
-an answer needs one. A late task is cancelled and left to finish harmlessly (`late`): an
-embedding job whose caller went away is dropped from the pool's queue, a LanceDB call in a
-thread ends there.
+When neither search of the question is done by the deadline, the first one to finish
+answers (`settle`): an answer needs one. A late search is cancelled and left to finish
+harmlessly (`late`): an embedding job whose caller went away is dropped from the pool's
+queue, a LanceDB call in a thread ends there. (A late encoding of pending lines goes on:
+its vectors serve the next recall.)
 """
 
 from __future__ import annotations
@@ -52,13 +58,14 @@ class Deadline:
         if stage not in self.skipped:
             self.skipped.append(stage)
 
-    async def settle(self, *tasks: asyncio.Task[Any]) -> None:
+    async def settle(self, *tasks: asyncio.Task[Any], need_one: bool = True) -> None:
         """Wait until every task is done or the deadline has passed; if none is done by
-        then, until the first one is (an answer needs one search)."""
+        then and `need_one` (the first search: an answer needs one), until the first one
+        is. A second hop's searches are not needed: the first search answered."""
         pending = {task for task in tasks if not task.done()}
         if pending:
             await asyncio.wait(pending, timeout=self.left())
-        if not any(task.done() for task in tasks):
+        if need_one and not any(task.done() for task in tasks):
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
 
     def late(self, task: asyncio.Task[Any], stage: Stage) -> bool:

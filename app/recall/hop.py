@@ -7,7 +7,7 @@ the first question's weak matches. A question that identifies its subject by a f
 在深圳工作的人，年龄是多少？") gets a second search with the line that states that fact
 ("我婶婶在深圳工作"): the hop (`bridge`), and what the line names beyond the question's
 words (婶婶: `hop_names`) keeps the lines about it when packing. Past the recall's deadline
-the hop is skipped (deadline.py).
+the hop is skipped, and so are its searches when neither is done by then (deadline.py).
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
     if len(parts) < 2:
         parts = [(text, terms)]
 
-    async def one(part: str, part_terms: QueryTerms
+    async def one(part: str, part_terms: QueryTerms, *, hop: bool = False
                   ) -> tuple[list[Candidate], Coverage | None]:
         searched = await searcher.search(query, part, terms=part_terms, deadline=deadline,
-                                         metrics=metrics)
+                                         metrics=metrics, hop=hop)
         found = searched.candidates
         unknown = pool.unknown_share(part)
         return found, score(found, query, settings, terms=part_terms,
@@ -94,7 +94,7 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
         deadline.skip(Stage.second_hop)
         bridges, names = [], QueryTerms(latin=frozenset(), cjk=frozenset())
     if bridges:
-        hops = await asyncio.gather(*(one(b, t) for b, t, _ in bridges))
+        hops = await asyncio.gather(*(one(b, t, hop=True) for b, t, _ in bridges))
         # A hop cannot confirm its own line: searched with that line, a memory that is
         # nothing but the line matches itself (relevance ~1), whatever the question asked
         # of it ("我老公喜欢什么运动？" → "我老公叫陈磊"). It keeps the question's own score.

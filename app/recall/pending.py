@@ -34,14 +34,18 @@ sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict, defaultdict
 from dataclasses import replace
 
 import numpy as np
+import structlog
 
 from app.config import Settings
 from app.embedding.pool import EmbeddingPool
 from app.recall.candidates import PENDING_PREFIX, Candidate, utc
+from app.recall.deadline import Deadline
+from app.recall.schemas import Stage
 from app.recall.score import relevance
 from app.recall.text import Coverage, QueryTerms
 from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_TEXTS
@@ -49,6 +53,8 @@ from app.scripts import has_han
 from app.storage.records import MemoryRecord, MessageRecord
 from app.storage.repository import Repository, SearchFilter
 from app.store.firewall import own_words
+
+log = structlog.get_logger(__name__)
 
 
 class PendingSearch:
@@ -61,6 +67,8 @@ class PendingSearch:
         self._settings = settings
         self._firewall = settings.store_firewall
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> its vector
+        # text -> the encoding of it in flight (`_embed`), shared by the recalls needing it
+        self._encoding: dict[str, asyncio.Task[None]] = {}
         # (role, content) -> its own words (firewall rule 1), None: it carries no block.
         self._own: OrderedDict[tuple[str, str], str | None] = OrderedDict()
 
@@ -97,12 +105,14 @@ class PendingSearch:
 
     async def candidates(self, messages: list[MessageRecord], terms: QueryTerms, *,
                          query_vector: np.ndarray | None, found: list[Candidate],
-                         min_score: float, chinese: bool) -> list[Candidate]:
+                         min_score: float, chinese: bool, deadline: Deadline
+                         ) -> list[Candidate]:
         """Provisional candidates: per session, its pending messages holding a term of the
         question or close enough by their own vector (`min_score`; `chinese`: whether the
         question is Chinese, for the model's bands), without those a memory holds (`found`,
         or built since the read). Without `query_vector` (past the recall's deadline) they
-        are matched by keyword only."""
+        are matched by keyword only; so is a session whose lines' vector is not computed
+        by the `deadline` (`Stage.pending`, `Candidate.words_only`)."""
         if not messages:
             return []
         shares = Coverage(terms, [m.content for m in messages]).scores if terms \
@@ -131,20 +141,23 @@ class PendingSearch:
         if not latest:
             return []
         memories = [_provisional(group) for group in latest]
-        if query_vector is None:
-            return [Candidate(memory, when=_latest(group))
+        if query_vector is None:  # past the deadline: by their words (no full-text rank)
+            return [Candidate(memory, when=_latest(group), words_only=True)
                     for memory, group in zip(memories, latest, strict=True)]
         question = query_vector.astype(np.float32)
         # A session whose every message has its own vector needs no model call here; the
         # others get a vector of their lines, in the question's pass.
         lines = [m.text for m, group in zip(memories, latest, strict=True)
                  if any(_key(g) not in own for g in group)]
-        computed = dict(zip(lines, await self._embed(lines), strict=True)) if lines else {}
+        computed = await self._embed(lines, deadline) if lines else {}
         result = []
         for memory, group in zip(memories, latest, strict=True):
             vectors = [own[_key(g)] for g in group if _key(g) in own]
             if memory.text in computed:
                 vectors.append(computed[memory.text])
+            if not vectors:  # late for the deadline: found by its words, scored by them
+                result.append(Candidate(memory, when=_latest(group), words_only=True))
+                continue
             cosines = [float(v @ question) for v in vectors]
             best = max(range(len(vectors)), key=lambda j: cosines[j])
             result.append(Candidate(memory, cosine=cosines[best], stored=vectors[best],
@@ -186,17 +199,47 @@ class PendingSearch:
         return {i: c.relevance for i, c in zip(unmatched, alone, strict=True)
                 if c.relevance >= min_score}
 
-    async def _embed(self, texts: list[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+    async def _embed(self, texts: list[str], deadline: Deadline) -> dict[str, np.ndarray]:
+        """Text -> its vector, held for the next recalls; those not encoded by the
+        `deadline` are left out (skipped: `Stage.pending`). Under an ingest a pass with a
+        few long pending lines was the slowest step of the slowest recalls (0.2-0.6 s
+        after both searches were done; bench/load.py). A late encoding is not dropped: it
+        goes on and its vectors serve the next recall, and a text being encoded is not
+        encoded again for a recall that comes meanwhile (dropped, the same lines were sent
+        by every recall and finished by none: question passes grew to 2 s)."""
+        missing = [t for t in dict.fromkeys(texts)
+                   if t not in self._vectors and t not in self._encoding]
         if missing:
-            for text, vector in zip(missing, await self._pool.embed_for_recall(missing),
-                                    strict=True):
-                self._vectors[text] = vector.astype(np.float32)
-            while len(self._vectors) > PENDING_TEXTS:
-                self._vectors.popitem(last=False)
+            encoding = asyncio.create_task(self._encode(missing))
+            for text in missing:
+                self._encoding[text] = encoding
+        waiting = {self._encoding[t] for t in texts if t in self._encoding}
+        if waiting:
+            await asyncio.wait(waiting, timeout=deadline.left())
+            if not all(task.done() for task in waiting):
+                deadline.skip(Stage.pending)
+        held = {}
         for text in texts:
-            self._vectors.move_to_end(text)
-        return np.stack([self._vectors[t] for t in texts])
+            if text in self._vectors:
+                self._vectors.move_to_end(text)
+                held[text] = self._vectors[text]
+        return held
+
+    async def _encode(self, texts: list[str]) -> None:
+        """Encode `texts` into the held vectors (`_embed`); a failure leaves them out and
+        is logged (nobody may be waiting to hear of it)."""
+        try:
+            vectors = await self._pool.embed_for_recall(texts)
+        except Exception as exc:
+            log.warning("pending_vectors_failed", texts=len(texts), error=str(exc)[:200])
+            return
+        finally:
+            for text in texts:
+                self._encoding.pop(text, None)
+        for text, vector in zip(texts, vectors, strict=True):
+            self._vectors[text] = vector.astype(np.float32)
+        while len(self._vectors) > PENDING_TEXTS:
+            self._vectors.popitem(last=False)
 
 
 def _key(message: MessageRecord) -> tuple[str, str]:

@@ -60,6 +60,8 @@ class Stage(StrEnum):
     vector = "vector"  # the vector search (and the date or session searches)
     keyword = "keyword"  # the full-text search
     second_hop = "second_hop"  # the searches from the line the first search found
+    # the vectors of pending messages' lines (read-your-writes): matched by their words alone
+    pending = "pending"
 
 
 class Layer(StrEnum):
@@ -139,7 +141,10 @@ class RecallRequest(BaseModel):
         "the answer comes from the full-text search alone (scored on its keyword part), "
         "without the full-text search from the vector search alone (each memory's share of "
         "the query's words standing for its BM25 rank); when neither is done, the first to "
-        "finish answers. A second hop starts only while time is left. The response then "
+        "finish answers. A second hop starts only while time is left, and counts only if one of "
+        "its searches is done by then. Messages stored and not built yet (`provisional` "
+        "memories) whose vector is not ready are matched and scored by their words alone. "
+        "The response then "
         "says `degraded` and names the `skipped` stages. `/v1/recall/why_not` ignores it: "
         "its explanation needs the complete recall.")
 
@@ -266,5 +271,6 @@ class RecallResponse(BaseModel):
         default_factory=list, description="The stages the deadline skipped: `vector` (the "
         "question's vector was not ready: full-text matches only, their `cosine` 0), "
         "`keyword` (the full-text search was not done: vector matches only), `second_hop` "
-        "(the search from the line the first search found).")
+        "(the search from the line the first search found), `pending` (the vector of "
+        "messages not built yet: those are matched by their words alone).")
     took_ms: float

@@ -104,6 +104,12 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
         c.vector = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
         rank_part = best_cover * (c.bm25 / best_bm25) if best_bm25 > 0 else 0.0
         bm25_parts.append(rank_part)
+        if c.words_only:
+            # Pending messages whose vector was late (pending.py): no cosine, and no
+            # full-text rank (they are in no index), so their share of the question's words
+            # is their whole relevance, as in a recall whose vector was late.
+            c.vector, c.keyword, c.relevance = 0.0, cover, cover
+            continue
         c.keyword = cover if without_bm25 else 0.5 * cover + 0.5 * rank_part
         c.relevance = (1 - weight) * c.vector + weight * c.keyword
         if (across_band is not None and not keyword_only and cover <= 0
@@ -148,8 +154,10 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
                                                       matched.bm25_parts, strict=True)):
         covers = ranking_cover(c.memory, cover, matcher, index)
         # Without the full-text search the share stands for the rank it would have had.
-        ranked = covers if matched.without_bm25 else 0.5 * covers + 0.5 * rank_part
-        c.ranking = (1 - ranking_weight) * c.vector + ranking_weight * ranked
+        ranked = covers if matched.without_bm25 or c.words_only \
+            else 0.5 * covers + 0.5 * rank_part
+        c.ranking = ranked if c.words_only \
+            else (1 - ranking_weight) * c.vector + ranking_weight * ranked
         c.decay = decay(c.memory, reference, s)
         c.importance = 1 + IMPORTANCE_BOOST * (c.memory.importance - 5) / 5
         c.tier = TIER_BOOST["longterm"] if c.memory.summary_of else \

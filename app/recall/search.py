@@ -81,11 +81,12 @@ class Searcher:
         self._pending = PendingSearch(repo, pool, settings)
 
     async def search(self, query: Query, text: str, *, terms: QueryTerms, deadline: Deadline,
-                     metrics: Metrics | None) -> Searched:
+                     metrics: Metrics | None, hop: bool = False) -> Searched:
         """The candidates for `text` (the question or a part or hop of it, whose words are
         `terms`), unscored; without the vector searches if the question's vector is not
-        there by `deadline` (deadline.py). `metrics` observes the steps' times
-        (engram_recall_search_seconds)."""
+        there by `deadline` (deadline.py). A second `hop`'s searches give nothing when
+        neither is done by then (`Stage.second_hop`): the first search answered. `metrics`
+        observes the steps' times (engram_recall_search_seconds)."""
         request = query.request
         where = search_filter(request)
         # Not more with a larger top_k: the candidates are also the corpus of the keyword
@@ -121,12 +122,16 @@ class Searcher:
         try:
             # What is done by the deadline counts (or the first search to finish, when
             # neither is); the other is cancelled and named as skipped (`late`).
-            await deadline.settle(keyword, vector)
+            await deadline.settle(keyword, vector, need_one=not hop)
         except BaseException:  # the request went away: nothing waits for the searches
             keyword.cancel()
             vector.cancel()
             pending.cancel()
             raise
+        if not keyword.done() and not vector.done():  # a hop, late: nothing of it counts
+            for task in (keyword, vector, pending):
+                deadline.late(task, Stage.second_hop)
+            return Searched([], with_vector=False, with_keyword=False)
         with_keyword = not deadline.late(keyword, Stage.keyword)
         with_vector = not deadline.late(vector, Stage.vector)
         if step is not None and with_keyword and with_vector:
@@ -143,7 +148,7 @@ class Searcher:
         found += await self._pending.candidates(await pending, terms,
                                                 query_vector=query_vector, found=found,
                                                 min_score=query.min_score,
-                                                chinese=has_han(text))
+                                                chinese=has_han(text), deadline=deadline)
         if step is not None:
             step.labels("pending").observe(time.perf_counter() - at)
         return Searched(found, with_vector=with_vector, with_keyword=with_keyword)

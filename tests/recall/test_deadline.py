@@ -62,6 +62,19 @@ class TestDeadline:
         await asyncio.sleep(0.02)
         assert late.cancelled()
 
+    async def test_a_second_hop_waits_for_no_search_past_the_deadline(self) -> None:
+        # The first search answered: a hop whose searches are both late adds nothing and
+        # keeps nothing waiting (it waited for the first to finish: 0.2-0.6 s under load).
+        deadline = Deadline.after(1, started=time.perf_counter() - 1)
+        slow = [asyncio.create_task(asyncio.sleep(60)) for _ in range(2)]
+        started = time.perf_counter()
+        await deadline.settle(*slow, need_one=False)
+        assert time.perf_counter() - started < 1
+        assert not any(task.done() for task in slow)
+        for task in slow:
+            deadline.late(task, Stage.second_hop)
+        assert deadline.skipped == [Stage.second_hop]
+
     async def test_no_deadline_waits_for_everything(self) -> None:
         deadline = Deadline.after(0, started=time.perf_counter())
         tasks = [asyncio.create_task(asyncio.sleep(0.01 * i)) for i in range(3)]

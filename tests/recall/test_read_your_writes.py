@@ -9,13 +9,19 @@ the test lets go.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import pytest
 
 from app.recall.candidates import Candidate
-from app.recall.pending import without_built
+from app.recall.deadline import Deadline
+from app.recall.pending import PendingSearch, without_built
+from app.recall.schemas import Stage
+from app.recall.score import relevance
+from app.recall.text import query_terms
 from app.storage.records import MemoryRecord
+from app.storage.repository import SearchFilter
 from tests.helpers import wait_idle
 
 FACTS = {
@@ -75,6 +81,54 @@ class TestBeforeTheBuild:
             assert engram.hits.pending == 0  # a provisional memory records no hit
         await wait_idle(client)
         assert (await client.get(f"/v1/jobs/{job}")).json()["state"] == "done"
+
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_a_recall_past_its_deadline_still_finds_the_new_fact(
+            self, client: Any, language: str) -> None:
+        # 1 ms: one search is late (whichever finishes second), and so is the vector of
+        # the pending lines when the question's vector came first: the fact is found by
+        # its words either way (Candidate.words_only). The promise holds under load.
+        fact = FACTS[language]
+        async with client.app.state.engram.locks.hold("alice"):
+            await store_later(client, fact["content"])
+            body = await recall(client, fact["query"], deadline_ms=1)
+            assert body["degraded"] is True
+            found = holding(body, "f1")
+            assert len(found) == 1 and found[0]["provisional"] is True, body
+            assert fact["word"] in body["block"]
+
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_pending_lines_late_for_the_deadline_are_scored_by_their_words(
+            self, client: Any, language: str) -> None:
+        # The stage alone, deterministically: the question's vector is there, the pending
+        # lines' vector is not computed by a deadline long passed.
+        fact = FACTS[language]
+        engram = client.app.state.engram
+        async with engram.locks.hold("alice"):
+            await store_later(client, fact["content"])
+            pending = PendingSearch(engram.repo, engram.pool, engram.settings)
+            messages = await pending.read(SearchFilter(namespace="alice"))
+            terms = query_terms(fact["query"])
+            chinese = language == "zh"
+            deadline = Deadline.after(1, started=time.perf_counter() - 1)
+            found = await pending.candidates(
+                messages, terms, query_vector=await engram.pool.embed_query(fact["query"]),
+                found=[], min_score=engram.settings.model_profile.min_score, chinese=chinese,
+                deadline=deadline)
+            assert deadline.skipped == [Stage.pending]
+            assert [(c.memory.id, c.words_only) for c in found] == [("pending:s1:f1", True)]
+            relevance(found, engram.settings, terms=terms, chinese=chinese)
+            assert found[0].vector == 0.0
+            min_score = engram.settings.model_profile.min_score
+            assert found[0].relevance == found[0].keyword >= min_score
+            # On time, the same message has its lines' vector, and no stage is skipped.
+            on_time = Deadline.after(0, started=time.perf_counter())
+            found = await pending.candidates(
+                messages, terms, query_vector=await engram.pool.embed_query(fact["query"]),
+                found=[], min_score=engram.settings.model_profile.min_score, chinese=chinese,
+                deadline=on_time)
+            assert on_time.skipped == [] and not found[0].words_only
+            assert found[0].stored is not None
 
     async def test_nothing_pending_of_another_namespace_is_returned(self, client: Any) -> None:
         engram = client.app.state.engram

@@ -84,7 +84,7 @@ class RecallResult(TypedDict):
     reference: NotRequired[JSONObject | None]
     time_window: NotRequired[JSONObject | None]
     candidates: NotRequired[int]
-    degraded: NotRequired[bool]  # the deadline skipped a stage (`skipped`: vector, second_hop)
+    degraded: NotRequired[bool]  # the deadline skipped a stage (`skipped`: vector, keyword, …)
     skipped: NotRequired[list[str]]
     took_ms: NotRequired[float]
 
