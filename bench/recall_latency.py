@@ -446,7 +446,7 @@ async def measure_real(data: RealSet, total: int, args: argparse.Namespace,
             indexed = await state.repo.has_vector_index()
             wall: list[float] = []
             asked: list[str] = []
-            empty = 0
+            empty = degraded = 0  # degraded: the server's default deadline skipped a stage
             for i in range(args.warmup + args.requests):
                 namespace, query = data.questions[i % len(data.questions)]
                 body = {"namespace": namespace, "query": query, "max_tokens": args.max_tokens}
@@ -458,6 +458,7 @@ async def measure_real(data: RealSet, total: int, args: argparse.Namespace,
                     wall.append(elapsed)
                     asked.append(query)
                     empty += not response.json()["memories"]
+                    degraded += response.json()["degraded"]
             # The floor: the model alone on the same questions, on this thread.
             floor: list[float] = []
             for query in asked:
@@ -469,7 +470,7 @@ async def measure_real(data: RealSet, total: int, args: argparse.Namespace,
     p50, floor50 = pct(wall, 50), pct(floor, 50)
     return (f"| {data.name} | {total:,} | {len(data.namespaces)} × "
             f"{queried / len(data.namespaces):.0f} | {'yes' if indexed else 'no'} | "
-            f"{len(wall)} ({empty} empty) | {p50:.1f} | {pct(wall, 95):.1f} | "
+            f"{len(wall)} ({empty} empty, {degraded} degraded) | {p50:.1f} | {pct(wall, 95):.1f} | "
             f"{pct(wall, 99):.1f} | {pct(wall, 99) / p50:.1f} | {floor50:.1f} | "
             f"{p50 / floor50:.1f} |")
 
