@@ -202,6 +202,9 @@ class Settings(BaseSettings):
     promote_daily_accesses: int = Field(default=2, ge=1)
     promote_longterm_hits: int = Field(default=10, ge=1)
     promote_longterm_accesses: int = Field(default=5, ge=1)
+    # Recall hits one memory may count per day (app/recall/hits.py): below
+    # promote_daily_hits, so one day's burst of questions cannot promote a memory alone.
+    hits_per_memory_per_day: int = Field(default=2, ge=1)
     # Forgetting (soft, restorable): untouched this many days and importance at most this.
     forget_after_days: float = Field(default=90, gt=0)
     forget_max_importance: int = Field(default=3, ge=1, le=10)

@@ -92,6 +92,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                                   vector_index_min_rows=settings.vector_index_min_rows)
         hits = HitRecorder(repo, locks, flush_seconds=settings.hit_flush_seconds,
                            max_pending=settings.hit_flush_max_pending,
+                           per_memory_per_day=settings.hits_per_memory_per_day,
                            maintenance=maintenance.busy)
         compression = build_compression(repo, embedding, locks, settings,
                                         maintenance=maintenance, metrics=metrics)

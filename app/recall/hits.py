@@ -11,6 +11,17 @@ searches a little until compaction (measured: ten flushes took a 10k-row search 
 
 Hits are usage statistics, not acknowledged data: if the process dies, the hits of the last
 few seconds are lost, by design.
+
+A hit is a use, and hits promote a memory (session -> daily -> long-term), so what counts is
+use over time, not one burst (`record`): the same question asked again within a day is one
+hit, and one memory counts at most `per_memory_per_day` hits a day (default 2, below the 3
+that promote to daily). An assistant that recalls on every turn asks many questions of one
+subject in a conversation; a memory about the subject is found by most of them, whether it
+answers them or not: 105 questions whose answer is not stored, asked in a minute, took 9
+memories to daily (bench/hygiene.py, "How old is Sam?", "Where did Sam grow up?" → "Sam
+works as a nurse"). With the cap none. What the cap cannot tell: such questions asked on
+several days still promote the memory they find; that takes knowing what a question asks
+of its subject, which neither the words nor the model's cosine tell here.
 """
 
 from __future__ import annotations
@@ -34,16 +45,20 @@ log = structlog.get_logger(__name__)
 
 # How long a flush waits for one namespace's write lock before leaving its hits for later.
 _LOCK_WAIT_SECONDS = 1.0
-# A question asked again within a day counts its memories' hits once (`record`).
-SAME_QUESTION_SECONDS = 86_400.0
-# The (namespace, memory, question) triples remembered for that, ~200 bytes each.
+# A question asked again within a day counts its memories' hits once, and a memory counts
+# at most `per_memory_per_day` hits a day (`record`).
+DAY_SECONDS = 86_400.0
+# The (namespace, memory, question) triples remembered for that, ~200 bytes each, and as
+# many (namespace, memory) days.
 _ASKED_MAX = 100_000
 _NOT_WORD = re.compile(r"[\W_]+")
 
 
 class HitRecorder:
     def __init__(self, repo: Repository, locks: NamespaceLocks, *, flush_seconds: float,
-                 max_pending: int, maintenance: asyncio.Lock | None = None) -> None:
+                 max_pending: int, per_memory_per_day: int = 2,
+                 maintenance: asyncio.Lock | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._repo = repo
         self._locks = locks
         # Held by table maintenance while it compacts: a flush waits rather than preempt it.
@@ -52,6 +67,10 @@ class HitRecorder:
         self._pending: defaultdict[str, Counter[str]] = defaultdict(Counter)
         # (namespace, memory, question) -> when it was last counted (`record`), oldest first.
         self._asked: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        # (namespace, memory) -> (when its day of counting began, hits counted that day)
+        self._days: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
+        self._per_day = per_memory_per_day
+        self._clock = clock
         self._wake = asyncio.Event()
         self._flush_lock = asyncio.Lock()
         self._loop = Periodic("hit-flusher", self.flush, interval=flush_seconds, wake=self._wake)
@@ -72,13 +91,14 @@ class HitRecorder:
     def record(self, namespace: str, memory_ids: Iterable[str], *, question: str = "") -> None:
         """Count one hit for each memory (no I/O; safe to call from a request).
 
-        A hit is a use, and hits promote a memory to the next tier. The same question asked
-        again (an assistant that recalls on every turn, a user repeating an unanswerable
-        question) is one use of what it found: within `SAME_QUESTION_SECONDS` a memory is
-        counted once per `question` (its search text, case- and punctuation-blind). A memory
-        found for several different questions still climbs.
+        A hit is a use, and hits promote a memory to the next tier (module docstring). The
+        same question asked again (an assistant that recalls on every turn, a user repeating
+        an unanswerable question) is one use of what it found: within a day a memory is
+        counted once per `question` (its search text, case- and punctuation-blind). Found
+        for different questions, a memory counts at most `per_memory_per_day` hits a day:
+        it climbs on use over days, not on one conversation's burst.
         """
-        now = time.monotonic()
+        now = self._clock()
         key = _NOT_WORD.sub("", question.casefold())
         counted = []
         for memory_id in memory_ids:
@@ -86,11 +106,18 @@ class HitRecorder:
                 seen = (namespace, memory_id, key)
                 last = self._asked.pop(seen, None)
                 self._asked[seen] = now  # most recent last
-                if last is not None and now - last < SAME_QUESTION_SECONDS:
+                if last is not None and now - last < DAY_SECONDS:
                     continue
-            counted.append(memory_id)
+            begun, hits = self._days.pop((namespace, memory_id), (now, 0))
+            if now - begun >= DAY_SECONDS:
+                begun, hits = now, 0
+            self._days[(namespace, memory_id)] = (begun, min(hits + 1, self._per_day))
+            if hits < self._per_day:
+                counted.append(memory_id)
         while len(self._asked) > _ASKED_MAX:
             self._asked.popitem(last=False)
+        while len(self._days) > _ASKED_MAX:
+            self._days.popitem(last=False)
         self._pending[namespace].update(counted)
         if self.pending >= self._max_pending:
             self._wake.set()

@@ -159,7 +159,8 @@ async def recall_ids(client: Any, query: str, **extra: Any) -> list[str]:
 
 class TestWithRecall:
     async def test_recall_hits_promote_a_memory(self, open_client: Any) -> None:
-        async with open_client(promote_daily_hits=3, hit_flush_seconds=3600) as client:
+        async with open_client(promote_daily_hits=3, hits_per_memory_per_day=3,
+                               hit_flush_seconds=3600) as client:
             memory_id = await one_memory(client)
             # Three different questions: the same one asked again is one use (hits.py).
             for query in ("team wiki Notion decision", "which wiki did the team pick?",
@@ -183,7 +184,8 @@ class TestWithRecall:
                  "Renew the car insurance before the end of the month, the quote was 420 euros.",
                  "孩子的数学作业每天晚上八点之前要检查完。",
                  "The quarterly budget review with Lukas is on the 14th in the Lisbon office."]
-        async with open_client(promote_daily_hits=3, hit_flush_seconds=3600) as client:
+        async with open_client(promote_daily_hits=3, hits_per_memory_per_day=3,
+                               hit_flush_seconds=3600) as client:
             ids = [await one_memory(client, [{"msg_id": "n", "role": "user", "content": n}],
                                     session_id=f"s{i}") for i, n in enumerate(notes)]
             for query in ("体检 dentist 徒步 insurance 作业 budget",

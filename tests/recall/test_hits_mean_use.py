@@ -1,7 +1,7 @@
 """What a recall returns is what it claims: hits count uses (a question asked again is one,
-an earlier statement a later one changed is none), nothing comes back below the stated
-context floor, and every msg_id a memory claims has its text in the memory's returned text.
-Chinese and English, through HTTP."""
+a day's burst of questions at most two, an earlier statement a later one changed is none),
+nothing comes back below the stated context floor, and every msg_id a memory claims has its
+text in the memory's returned text. Chinese and English, through HTTP."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.recall.hits import DAY_SECONDS, HitRecorder
 from tests.helpers import all_memories, store
 
 FACTS = {
@@ -27,6 +28,11 @@ QUESTIONS = {"en": ["where do I live?", "Where do I live now?", "who is my denti
                     "what am I allergic to?", "am I allergic to anything?"],
              "zh": ["我住在哪里？", "我现在住哪？", "我的牙医是谁？", "我对什么过敏？",
                     "我有什么过敏的东西吗？"]}
+
+# Four wordings of the allergy question, asked in one conversation.
+BURST = {"en": ["what am I allergic to?", "am I allergic to anything?",
+                "do I have any allergies?", "which food am I allergic to?"],
+         "zh": ["我对什么过敏？", "我有什么过敏的东西吗？", "我有过敏吗？", "我对哪种食物过敏？"]}
 
 
 async def with_facts(client: Any, language: str) -> dict[str, str]:
@@ -57,6 +63,20 @@ class TestHitsMeanUse:
         await client.app.state.engram.hits.flush()
         memory = next(m for m in await all_memories(client) if m["id"] == first)
         assert memory["hit_count"] == 1 and memory["tier"] == "session"
+
+    async def test_one_days_burst_of_questions_cannot_promote_a_memory(
+            self, client: Any, language: str) -> None:
+        # An assistant recalling on every turn asks many questions about one thing in one
+        # conversation: the memory they find counts a day's hits (2), below daily's 3.
+        await with_facts(client, language)
+        found = set()
+        for question in BURST[language]:
+            body = await recall(client, question)
+            found.add(body["memories"][0]["id"])
+        (allergy,) = found
+        await client.app.state.engram.hits.flush()
+        memory = next(m for m in await all_memories(client) if m["id"] == allergy)
+        assert memory["hit_count"] == 2 and memory["tier"] == "session"
 
     async def test_different_questions_count_each(self, client: Any, language: str) -> None:
         await with_facts(client, language)
@@ -100,3 +120,36 @@ async def test_the_changed_fact_comes_first_and_the_earlier_one_does_not_climb(
     await client.app.state.engram.hits.flush()
     counts = {m["session_id"]: m["hit_count"] for m in await all_memories(client)}
     assert counts["new"] == len(questions) and counts["old"] == 0, counts
+
+
+class TestHitsOverDays:
+    """The recorder alone, on its own clock: a memory's hits per day and per question."""
+
+    @staticmethod
+    def recorder(clock: list[float]) -> HitRecorder:
+        # No repository or locks: `record` only buffers (flushing is not tested here).
+        return HitRecorder(None, None,  # type: ignore[arg-type]
+                           flush_seconds=3600, max_pending=10_000, per_memory_per_day=2,
+                           clock=lambda: clock[0])
+
+    def test_a_memory_counts_two_hits_a_day_and_more_the_next(self) -> None:
+        clock = [0.0]
+        hits = self.recorder(clock)
+        for question in ("How old is Sam?", "When is Sam's birthday?",
+                         "Where did Sam grow up?"):
+            hits.record("alice", ["sam-nurse"], question=question)
+        assert hits.pending == 1 and hits._pending["alice"]["sam-nurse"] == 2
+        clock[0] = DAY_SECONDS + 1  # the next day
+        hits.record("alice", ["sam-nurse"], question="What sport does Sam like?")
+        hits.record("alice", ["sam-nurse"], question="How old is Sam?")  # asked again: new day
+        hits.record("alice", ["sam-nurse"], question="What does Sam eat?")
+        assert hits._pending["alice"]["sam-nurse"] == 4
+
+    def test_each_memory_and_namespace_has_its_own_day(self) -> None:
+        clock = [0.0]
+        hits = self.recorder(clock)
+        for question in ("我老公多大了？", "我老公喜欢什么运动？", "我老公的生日是哪天？"):
+            hits.record("alice", ["husband", f"other-{question}"], question=question)
+            hits.record("bob", ["husband"], question=question)
+        assert hits._pending["alice"]["husband"] == 2 and hits._pending["bob"]["husband"] == 2
+        assert all(n == 1 for m, n in hits._pending["alice"].items() if m != "husband")
