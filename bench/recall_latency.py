@@ -457,8 +457,9 @@ async def measure_real(data: RealSet, total: int, args: argparse.Namespace,
                 if i >= args.warmup:
                     wall.append(elapsed)
                     asked.append(query)
-                    empty += not response.json()["memories"]
-                    degraded += response.json()["degraded"]
+                    answer = response.json()
+                    empty += not answer["memories"]
+                    degraded += answer["degraded"]
             # The floor: the model alone on the same questions, on this thread.
             floor: list[float] = []
             for query in asked:

@@ -214,10 +214,9 @@ class PendingSearch:
             for text in missing:
                 self._encoding[text] = encoding
         waiting = {self._encoding[t] for t in texts if t in self._encoding}
-        if waiting:
-            await asyncio.wait(waiting, timeout=deadline.left())
-            if not all(task.done() for task in waiting):
-                deadline.skip(Stage.pending)
+        await deadline.settle(*waiting, need_one=False)
+        if not all(task.done() for task in waiting):
+            deadline.skip(Stage.pending)
         held = {}
         for text in texts:
             if text in self._vectors:

@@ -154,9 +154,9 @@ def score(candidates: list[Candidate], query: Query, settings: Settings, *,
                                                       matched.bm25_parts, strict=True)):
         covers = ranking_cover(c.memory, cover, matcher, index)
         # Without the full-text search the share stands for the rank it would have had.
-        ranked = covers if matched.without_bm25 or c.words_only \
-            else 0.5 * covers + 0.5 * rank_part
-        c.ranking = ranked if c.words_only \
+        ranked = covers if matched.without_bm25 else 0.5 * covers + 0.5 * rank_part
+        # A pending message with no vector (`relevance`) ranks by its share alone.
+        c.ranking = covers if c.words_only \
             else (1 - ranking_weight) * c.vector + ranking_weight * ranked
         c.decay = decay(c.memory, reference, s)
         c.importance = 1 + IMPORTANCE_BOOST * (c.memory.importance - 5) / 5

@@ -110,23 +110,24 @@ class TestBeforeTheBuild:
             messages = await pending.read(SearchFilter(namespace="alice"))
             terms = query_terms(fact["query"])
             chinese = language == "zh"
+            question = await engram.pool.embed_query(fact["query"])
+            min_score = engram.settings.model_profile.min_score
+
+            async def candidates(deadline: Deadline) -> list[Candidate]:
+                return await pending.candidates(messages, terms, query_vector=question,
+                                                found=[], min_score=min_score,
+                                                chinese=chinese, deadline=deadline)
+
             deadline = Deadline.after(1, started=time.perf_counter() - 1)
-            found = await pending.candidates(
-                messages, terms, query_vector=await engram.pool.embed_query(fact["query"]),
-                found=[], min_score=engram.settings.model_profile.min_score, chinese=chinese,
-                deadline=deadline)
+            found = await candidates(deadline)
             assert deadline.skipped == [Stage.pending]
             assert [(c.memory.id, c.words_only) for c in found] == [("pending:s1:f1", True)]
             relevance(found, engram.settings, terms=terms, chinese=chinese)
             assert found[0].vector == 0.0
-            min_score = engram.settings.model_profile.min_score
             assert found[0].relevance == found[0].keyword >= min_score
             # On time, the same message has its lines' vector, and no stage is skipped.
             on_time = Deadline.after(0, started=time.perf_counter())
-            found = await pending.candidates(
-                messages, terms, query_vector=await engram.pool.embed_query(fact["query"]),
-                found=[], min_score=engram.settings.model_profile.min_score, chinese=chinese,
-                deadline=on_time)
+            found = await candidates(on_time)
             assert on_time.skipped == [] and not found[0].words_only
             assert found[0].stored is not None
 
