@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import httpx
@@ -97,6 +98,23 @@ def degraded(skipped: list[list[str]]) -> Json:
     stages = Counter(stage for row in skipped for stage in row)
     share = sum(1 for row in skipped if row) / len(skipped) if skipped else 0.0
     return {"n": len(skipped), "share": round(share, 3), "skipped": dict(stages)}
+
+
+def slowest(during: list[tuple[list[float], list[str], list[float], list[list[str]]]]
+            ) -> Json:
+    """The answered recalls at or above their p99: how many, and the medians of their
+    latency and of its part outside the recall service (which no deadline bounds), and
+    the share of them the deadline degraded: what the tail is made of. (A client with a
+    failed recall is left out: its lists no longer line up.)"""
+    rows = [(lat, out, bool(sk)) for lats, _, outs, sks in during if len(lats) == len(outs)
+            for lat, out, sk in zip(lats, outs, sks, strict=True)]
+    if not rows:
+        return {"n": 0}
+    cut = percentile([r[0] for r in rows], 0.99)
+    tail = [r for r in rows if r[0] >= cut]
+    return {"n": len(tail), "latency_p50_ms": round(1000 * median(r[0] for r in tail), 1),
+            "outside_p50_ms": round(1000 * median(r[1] for r in tail), 1),
+            "degraded_share": round(sum(r[2] for r in tail) / len(tail), 2)}
 
 
 async def jobs_done(client: httpx.AsyncClient, job_ids: list[str]) -> None:
@@ -281,6 +299,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         result["recall_during_ingest_outside_service"] = stats(
             [x for _, _, out, _ in during for x in out])
         result["recall_during_ingest_degraded"] = degraded([x for *_, sk in during for x in sk])
+        result["recall_during_ingest_slowest"] = slowest(during)
         result["recall_during_ingest_server"] = bucket_quantiles(
             scraped, histogram_buckets((await client.get("/metrics")).text))
         if result["recall_idle"].get("p99_ms"):
@@ -364,6 +383,8 @@ def report(result: Json) -> str:
         f"recall degraded by the deadline (share, skipped stages): idle "
         f"{result.get('recall_idle_degraded')}; during ingest "
         f"{result.get('recall_during_ingest_degraded')}",
+        f"the slowest 1 % of recalls during ingest: "
+        f"{result.get('recall_during_ingest_slowest')}",
         f"recall idle, server histograms: {result.get('recall_idle_server')}",
         f"recall during ingest, server histograms: {result.get('recall_during_ingest_server')}",
         f"RSS at idle start: {result['rss_idle_start_kib']} KiB",
