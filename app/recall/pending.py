@@ -11,8 +11,8 @@ it answered: app/storage/pending_vectors.py) gives them a relevance of at least 
 recall's `min_score` on its own, with no word in common (score.py's `relevance`, the same
 scale and model bands as any memory: a Chinese question about an English turn just stored).
 One candidate per session, scored like any memory with the best of its messages' own
-vectors, or, where one has none, a vector of its lines computed in the question's pass (and
-kept for the next recall), and packed like any memory within the budget. They are marked
+vectors, or, where one has none, a vector of its line computed in the question's pass (and
+kept for the next recalls), and packed like any memory within the budget. They are marked
 provisional: their id is `pending:<session>:<first msg_id>`, which no memory id can be
 (assign_ids), and the response says `provisional: true`; they record no hits and `why_not`
 does not list them.
@@ -52,6 +52,7 @@ from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_TEXTS
 from app.scripts import has_han
 from app.storage.records import MemoryRecord, MessageRecord
 from app.storage.repository import Repository, SearchFilter
+from app.store.chunker import render_line
 from app.store.firewall import own_words
 
 log = structlog.get_logger(__name__)
@@ -66,9 +67,12 @@ class PendingSearch:
         self._pool = pool
         self._settings = settings
         self._firewall = settings.store_firewall
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> its vector
-        # text -> the encoding of it in flight (`_embed`), shared by the recalls needing it
-        self._encoding: dict[str, asyncio.Task[None]] = {}
+        # A pending message's vector of its line, computed by a recall (`_embed`), by
+        # (namespace, session, msg_id, content hash): an edited message is never scored
+        # by its old content's vector.
+        self._vectors: OrderedDict[_Held, np.ndarray] = OrderedDict()
+        # The encoding of a message's line in flight, shared by the recalls needing it.
+        self._encoding: dict[_Held, asyncio.Task[None]] = {}
         # (role, content) -> its own words (firewall rule 1), None: it carries no block.
         self._own: OrderedDict[tuple[str, str], str | None] = OrderedDict()
 
@@ -105,14 +109,17 @@ class PendingSearch:
 
     async def candidates(self, messages: list[MessageRecord], terms: QueryTerms, *,
                          query_vector: np.ndarray | None, found: list[Candidate],
-                         min_score: float, chinese: bool, deadline: Deadline
-                         ) -> list[Candidate]:
+                         min_score: float, chinese: bool, deadline: Deadline,
+                         hop: bool = False) -> list[Candidate]:
         """Provisional candidates: per session, its pending messages holding a term of the
         question or close enough by their own vector (`min_score`; `chinese`: whether the
         question is Chinese, for the model's bands), without those a memory holds (`found`,
         or built since the read). Without `query_vector` (past the recall's deadline) they
-        are matched by keyword only; so is a session whose lines' vector is not computed
-        by the `deadline` (`Stage.pending`, `Candidate.words_only`)."""
+        are matched by keyword only; a session none of whose lines has a vector by the
+        `deadline` is scored by their words (`Stage.pending`, `Candidate.words_only`).
+        A second `hop`'s search waits for no vector not held yet; its encoding starts, for
+        the next recall. The hop adds to an answer the first search gave; under an ingest
+        its new lines kept the slowest recalls to their deadline."""
         if not messages:
             return []
         shares = Coverage(terms, [m.content for m in messages]).scores if terms \
@@ -125,8 +132,8 @@ class PendingSearch:
         if not matching:
             return []
         built = {(c.memory.session_id, i) for c in found for i in c.memory.msg_ids}
-        built |= await self._repo.built_msg_ids(
-            messages[0].namespace, {m.session_id for m in matching})
+        built |= await self._built(messages[0].namespace,
+                                   {m.session_id for m in matching}, deadline)
         sessions: dict[str, list[tuple[float, float, MessageRecord]]] = defaultdict(list)
         for i, (m, share) in enumerate(zip(messages, shares, strict=True)):
             if (share > 0 or i in near) and (m.session_id, m.msg_id) not in built:
@@ -145,16 +152,16 @@ class PendingSearch:
             return [Candidate(memory, when=_latest(group), words_only=True)
                     for memory, group in zip(memories, latest, strict=True)]
         question = query_vector.astype(np.float32)
-        # A session whose every message has its own vector needs no model call here; the
-        # others get a vector of their lines, in the question's pass.
-        lines = [m.text for m, group in zip(memories, latest, strict=True)
-                 if any(_key(g) not in own for g in group)]
-        computed = await self._embed(lines, deadline) if lines else {}
+        # A message with no vector of its own (a `findable` store's) gets one of its line,
+        # in the question's pass, kept for every later recall whatever it asks: the same
+        # new turns are matched again and again until their build lands. (One vector per
+        # session's matching lines was a new text, and a model call, for each question.)
+        computed = await self._embed([g for group in latest for g in group
+                                      if _key(g) not in own], None if hop else deadline)
         result = []
         for memory, group in zip(memories, latest, strict=True):
-            vectors = [own[_key(g)] for g in group if _key(g) in own]
-            if memory.text in computed:
-                vectors.append(computed[memory.text])
+            vectors = [own[_key(g)] if _key(g) in own else computed[_held(g)]
+                       for g in group if _key(g) in own or _held(g) in computed]
             if not vectors:  # late for the deadline: found by its words, scored by them
                 result.append(Candidate(memory, when=_latest(group), words_only=True))
                 continue
@@ -163,6 +170,17 @@ class PendingSearch:
             result.append(Candidate(memory, cosine=cosines[best], stored=vectors[best],
                                     when=_latest(group)))
         return result
+
+    async def _built(self, namespace: str, sessions: set[str], deadline: Deadline
+                     ) -> set[tuple[str, str]]:
+        """(session, msg_id) of the messages a memory of `sessions` holds, unless the read
+        is late for the `deadline` (`Stage.pending`): a LanceDB query when the namespace's
+        copy is not held, up to 0.2 s under an ingest. Without it what the searches found
+        is still left out, so nothing is returned twice; a message whose memory they did
+        not find can then come back as provisional, its content once."""
+        reading = asyncio.create_task(self._repo.built_msg_ids(namespace, sessions))
+        await deadline.settle(reading, need_one=False)
+        return set() if deadline.late(reading, Stage.pending) else reading.result()
 
     def _own_vectors(self, messages: list[MessageRecord]
                      ) -> dict[tuple[str, str], np.ndarray]:
@@ -199,46 +217,60 @@ class PendingSearch:
         return {i: c.relevance for i, c in zip(unmatched, alone, strict=True)
                 if c.relevance >= min_score}
 
-    async def _embed(self, texts: list[str], deadline: Deadline) -> dict[str, np.ndarray]:
-        """Text -> its vector, held for the next recalls; those not encoded by the
-        `deadline` are left out (skipped: `Stage.pending`). Under an ingest a pass with a
-        few long pending lines was the slowest step of the slowest recalls (0.2-0.6 s
-        after both searches were done; bench/load.py). A late encoding is not dropped: it
-        goes on and its vectors serve the next recall, and a text being encoded is not
-        encoded again for a recall that comes meanwhile (dropped, the same lines were sent
-        by every recall and finished by none: question passes grew to 2 s)."""
-        missing = [t for t in dict.fromkeys(texts)
-                   if t not in self._vectors and t not in self._encoding]
+    async def _embed(self, messages: list[MessageRecord], deadline: Deadline | None
+                     ) -> dict[_Held, np.ndarray]:
+        """The vectors of `messages`' lines, held for the next recalls; those not encoded by
+        the `deadline` are left out (skipped: `Stage.pending`; None: those not held now).
+        Under an ingest a pass with a few long pending lines was the slowest step of the
+        slowest recalls (0.2-0.6 s after both searches were done; bench/load.py). A late
+        encoding is not dropped: it goes on and its vectors serve the next recall, and a
+        line being encoded is not encoded again for a recall that comes meanwhile
+        (dropped, the same lines were sent by every recall and finished by none: question
+        passes grew to 2 s)."""
+        if not messages:
+            return {}
+        wanted = {_held(m): m for m in messages}
+        missing = {k: m for k, m in wanted.items()
+                   if k not in self._vectors and k not in self._encoding}
         if missing:
             encoding = asyncio.create_task(self._encode(missing))
-            for text in missing:
-                self._encoding[text] = encoding
-        waiting = {self._encoding[t] for t in texts if t in self._encoding}
-        await deadline.settle(*waiting, need_one=False)
-        if not all(task.done() for task in waiting):
-            deadline.skip(Stage.pending)
+            for key in missing:
+                self._encoding[key] = encoding
+        waiting = {self._encoding[k] for k in wanted if k in self._encoding}
+        if deadline is not None:
+            await deadline.settle(*waiting, need_one=False)
+            if not all(task.done() for task in waiting):
+                deadline.skip(Stage.pending)
         held = {}
-        for text in texts:
-            if text in self._vectors:
-                self._vectors.move_to_end(text)
-                held[text] = self._vectors[text]
+        for key in wanted:
+            if key in self._vectors:
+                self._vectors.move_to_end(key)
+                held[key] = self._vectors[key]
         return held
 
-    async def _encode(self, texts: list[str]) -> None:
-        """Encode `texts` into the held vectors (`_embed`); a failure leaves them out and
-        is logged (nobody may be waiting to hear of it)."""
+    async def _encode(self, messages: dict[_Held, MessageRecord]) -> None:
+        """Encode `messages`' lines into the held vectors (`_embed`); a failure leaves them
+        out and is logged (nobody may be waiting to hear of it)."""
         try:
-            vectors = await self._pool.embed_for_recall(texts)
+            vectors = await self._pool.embed_for_recall(
+                [render_line(m) for m in messages.values()])
         except Exception as exc:
-            log.warning("pending_vectors_failed", texts=len(texts), error=str(exc)[:200])
+            log.warning("pending_vectors_failed", texts=len(messages), error=str(exc)[:200])
             return
         finally:
-            for text in texts:
-                self._encoding.pop(text, None)
-        for text, vector in zip(texts, vectors, strict=True):
-            self._vectors[text] = vector.astype(np.float32)
+            for key in messages:
+                self._encoding.pop(key, None)
+        for key, vector in zip(messages, vectors, strict=True):
+            self._vectors[key] = vector.astype(np.float32)
         while len(self._vectors) > PENDING_TEXTS:
             self._vectors.popitem(last=False)
+
+
+_Held = tuple[str, str, str, str]  # (namespace, session, msg_id, content hash)
+
+
+def _held(message: MessageRecord) -> _Held:
+    return message.namespace, message.session_id, message.msg_id, message.content_hash
 
 
 def _key(message: MessageRecord) -> tuple[str, str]:
@@ -271,7 +303,7 @@ def _provisional(group: list[MessageRecord]) -> MemoryRecord:
     return MemoryRecord(
         id=f"{PENDING_PREFIX}{first.session_id}:{first.msg_id}",
         namespace=first.namespace, session_id=first.session_id,
-        text="\n".join(f"{m.role}: {m.content}" for m in group),
+        text="\n".join(render_line(m) for m in group),
         created_at=max(received, default=None) or None,
         time_start=min(times, default=None), time_end=max(times, default=None),
         source=first.source, branch=first.branch, tags=list(first.tags),

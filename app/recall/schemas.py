@@ -60,7 +60,8 @@ class Stage(StrEnum):
     vector = "vector"  # the vector search (and the date or session searches)
     keyword = "keyword"  # the full-text search
     second_hop = "second_hop"  # the searches from the line the first search found
-    # the vectors of pending messages' lines (read-your-writes): matched by their words alone
+    # the vectors of pending messages' lines (read-your-writes): matched by their words
+    # alone; or the read of which of them a memory holds already
     pending = "pending"
 
 
@@ -271,6 +272,7 @@ class RecallResponse(BaseModel):
         default_factory=list, description="The stages the deadline skipped: `vector` (the "
         "question's vector was not ready: full-text matches only, their `cosine` 0), "
         "`keyword` (the full-text search was not done: vector matches only), `second_hop` "
-        "(the search from the line the first search found), `pending` (the vector of "
-        "messages not built yet: those are matched by their words alone).")
+        "(the search from the line the first search found), `pending` (the vectors of "
+        "messages not built yet: those are matched by their words alone; or the read of "
+        "which of them a memory holds already).")
     took_ms: float

@@ -148,7 +148,8 @@ class Searcher:
         found += await self._pending.candidates(await pending, terms,
                                                 query_vector=query_vector, found=found,
                                                 min_score=query.min_score,
-                                                chinese=has_han(text), deadline=deadline)
+                                                chinese=has_han(text),
+                                                deadline=deadline, hop=hop)
         if step is not None:
             step.labels("pending").observe(time.perf_counter() - at)
         return Searched(found, with_vector=with_vector, with_keyword=with_keyword)

@@ -27,8 +27,8 @@ PENDING_CANDIDATES = 10
 # Pending messages of one session a provisional memory holds (the best matching, in order):
 # a whole import being built would otherwise be one memory larger than any budget.
 PENDING_LINES = 8
-# Pending texts whose vectors (and messages whose firewalled words) recall keeps between
-# recalls (read-your-writes: the same new turns are asked about until their build lands).
+# Pending messages whose lines' vectors (and firewalled words) recall keeps between recalls
+# (read-your-writes: the same new turns are asked about until their build lands).
 PENDING_TEXTS = 1_000
 
 # --- hop ---

@@ -31,6 +31,11 @@ FACTS = {
            "query": "我的护照什么时候到期？", "word": "护照"},
 }
 
+# A second new turn in the same session, and a question that only it answers.
+OTHER = {"en": "The dentist moved my appointment to Friday at nine.",
+         "zh": "牙医把我的预约改到了周五九点。"}
+OTHER_QUERY = {"en": "When is the dentist?", "zh": "牙医什么时候？"}
+
 
 async def recall(client: Any, query: str, namespace: str = "alice", **extra: Any
                  ) -> dict[str, Any]:
@@ -130,6 +135,65 @@ class TestBeforeTheBuild:
             found = await candidates(on_time)
             assert on_time.skipped == [] and not found[0].words_only
             assert found[0].stored is not None
+
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_a_pending_line_is_encoded_once_for_every_question(
+            self, client: Any, language: str) -> None:
+        # The vector of a new turn's line is kept by message, not by the question's group
+        # of lines: a second question about the same turn (another group text) is scored
+        # by it with no model call, even with no time left for one.
+        fact = FACTS[language]
+        engram = client.app.state.engram
+        async with engram.locks.hold("alice"):
+            await store_later(client, fact["content"])
+            await store_later(client, OTHER[language], msg_id="f2")
+            pending = PendingSearch(engram.repo, engram.pool, engram.settings)
+            messages = await pending.read(SearchFilter(namespace="alice"))
+            min_score = engram.settings.model_profile.min_score
+
+            async def candidates(query: str, deadline: Deadline) -> list[Candidate]:
+                question = await engram.pool.embed_query(query)
+                return await pending.candidates(
+                    messages, query_terms(query), query_vector=question, found=[],
+                    min_score=min_score, chinese=language == "zh", deadline=deadline)
+
+            on_time = Deadline.after(0, started=time.perf_counter())
+            first = await candidates(fact["query"], on_time)
+            assert [c.memory.msg_ids for c in first] == [["f1"]]
+            late = Deadline.after(1, started=time.perf_counter() - 1)
+            both = await candidates(f"{fact['query']} {OTHER_QUERY[language]}", late)
+            # f2 is new to this question and late: it alone is skipped. f1 is scored by
+            # the vector the first question computed.
+            assert late.skipped == [Stage.pending]
+            assert [c.memory.msg_ids for c in both] == [["f1", "f2"]]
+            assert not both[0].words_only
+            assert both[0].stored is not None and first[0].stored is not None
+            assert float(both[0].stored @ first[0].stored) > 0.9999
+
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_a_second_hop_waits_for_no_pending_vector(
+            self, client: Any, language: str) -> None:
+        # A hop adds to the answer of the first search: a new line it matches is scored by
+        # its words at once, nothing skipped, and its encoding serves the next search.
+        fact = FACTS[language]
+        engram = client.app.state.engram
+        async with engram.locks.hold("alice"):
+            await store_later(client, fact["content"])
+            pending = PendingSearch(engram.repo, engram.pool, engram.settings)
+            messages = await pending.read(SearchFilter(namespace="alice"))
+            question = await engram.pool.embed_query(fact["query"])
+
+            async def candidates(deadline: Deadline, *, hop: bool) -> list[Candidate]:
+                return await pending.candidates(
+                    messages, query_terms(fact["query"]), query_vector=question, found=[],
+                    min_score=engram.settings.model_profile.min_score,
+                    chinese=language == "zh", deadline=deadline, hop=hop)
+
+            no_deadline = Deadline.after(0, started=time.perf_counter())
+            [hop] = await candidates(no_deadline, hop=True)
+            assert hop.words_only and no_deadline.skipped == []
+            [first] = await candidates(no_deadline, hop=False)
+            assert not first.words_only and first.stored is not None
 
     async def test_nothing_pending_of_another_namespace_is_returned(self, client: Any) -> None:
         engram = client.app.state.engram
