@@ -31,6 +31,7 @@ from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.priority import lower_default_executor
 from app.ops.recall_first import RecallFirst
 from app.ops.router import router as ops_router
+from app.ops.task_stacks import log_task_stacks_on_signal, stop_logging_task_stacks
 from app.recall.bilingual import warm_up as warm_up_dictionary
 from app.recall.hits import HitRecorder
 from app.recall.router import router as recall_router
@@ -121,6 +122,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         hits.start()
         compression.start()
         loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="loop-lag")
+        loop = asyncio.get_running_loop()
+        stacks_on_signal = log_task_stacks_on_signal(loop)  # kill -USR1: what waits
         release_free_memory()  # what loading the model and the tables freed
         if not settings.auth_enabled:
             log.warning("auth_disabled", detail="no API keys configured: serving local callers "
@@ -131,6 +134,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
                 yield
         finally:
             # Reverse order of creation.
+            if stacks_on_signal:
+                stop_logging_task_stacks(loop)
             loop_lag.cancel()
             await compression.stop()  # a pass cut short here is repaired by the next one
             await hits.stop()  # writes the buffered hits
