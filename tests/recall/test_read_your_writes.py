@@ -20,7 +20,8 @@ from app.recall.pending import PendingSearch, without_built
 from app.recall.schemas import Stage
 from app.recall.score import relevance
 from app.recall.text import query_terms
-from app.storage.records import MemoryRecord
+from app.scripts import has_han
+from app.storage.records import MemoryRecord, MessageRecord
 from app.storage.repository import SearchFilter
 from tests.helpers import wait_idle
 
@@ -55,6 +56,28 @@ async def store_later(client: Any, content: str, *, namespace: str = "alice",
     assert response.status_code == 202, response.text
     job: str = response.json()["job_id"]
     return job
+
+
+class PendingStage:
+    """The pending search's candidates stage alone (`PendingSearch.candidates`), on the
+    messages pending in "alice" now, with nothing found by the other searches."""
+
+    def __init__(self, engram: Any, search: PendingSearch, messages: list[MessageRecord]
+                 ) -> None:
+        self.engram, self.search, self.messages = engram, search, messages
+
+    @classmethod
+    async def read(cls, engram: Any) -> PendingStage:
+        search = PendingSearch(engram.repo, engram.pool, engram.settings)
+        return cls(engram, search, await search.read(SearchFilter(namespace="alice")))
+
+    async def candidates(self, query: str, deadline: Deadline, *, hop: bool = False
+                         ) -> list[Candidate]:
+        question = await self.engram.pool.embed_query(query)
+        return await self.search.candidates(
+            self.messages, query_terms(query), query_vector=question, found=[],
+            min_score=self.engram.settings.model_profile.min_score, chinese=has_han(query),
+            deadline=deadline, hop=hop)
 
 
 def holding(body: dict[str, Any], msg_id: str, session_id: str = "s1"
@@ -111,28 +134,19 @@ class TestBeforeTheBuild:
         engram = client.app.state.engram
         async with engram.locks.hold("alice"):
             await store_later(client, fact["content"])
-            pending = PendingSearch(engram.repo, engram.pool, engram.settings)
-            messages = await pending.read(SearchFilter(namespace="alice"))
-            terms = query_terms(fact["query"])
-            chinese = language == "zh"
-            question = await engram.pool.embed_query(fact["query"])
-            min_score = engram.settings.model_profile.min_score
-
-            async def candidates(deadline: Deadline) -> list[Candidate]:
-                return await pending.candidates(messages, terms, query_vector=question,
-                                                found=[], min_score=min_score,
-                                                chinese=chinese, deadline=deadline)
-
+            stage = await PendingStage.read(engram)
             deadline = Deadline.after(1, started=time.perf_counter() - 1)
-            found = await candidates(deadline)
+            found = await stage.candidates(fact["query"], deadline)
             assert deadline.skipped == [Stage.pending]
             assert [(c.memory.id, c.words_only) for c in found] == [("pending:s1:f1", True)]
-            relevance(found, engram.settings, terms=terms, chinese=chinese)
+            terms = query_terms(fact["query"])
+            relevance(found, engram.settings, terms=terms, chinese=language == "zh")
             assert found[0].vector == 0.0
+            min_score = engram.settings.model_profile.min_score
             assert found[0].relevance == found[0].keyword >= min_score
             # On time, the same message has its lines' vector, and no stage is skipped.
             on_time = Deadline.after(0, started=time.perf_counter())
-            found = await candidates(on_time)
+            found = await stage.candidates(fact["query"], on_time)
             assert on_time.skipped == [] and not found[0].words_only
             assert found[0].stored is not None
 
@@ -147,21 +161,12 @@ class TestBeforeTheBuild:
         async with engram.locks.hold("alice"):
             await store_later(client, fact["content"])
             await store_later(client, OTHER[language], msg_id="f2")
-            pending = PendingSearch(engram.repo, engram.pool, engram.settings)
-            messages = await pending.read(SearchFilter(namespace="alice"))
-            min_score = engram.settings.model_profile.min_score
-
-            async def candidates(query: str, deadline: Deadline) -> list[Candidate]:
-                question = await engram.pool.embed_query(query)
-                return await pending.candidates(
-                    messages, query_terms(query), query_vector=question, found=[],
-                    min_score=min_score, chinese=language == "zh", deadline=deadline)
-
+            stage = await PendingStage.read(engram)
             on_time = Deadline.after(0, started=time.perf_counter())
-            first = await candidates(fact["query"], on_time)
+            first = await stage.candidates(fact["query"], on_time)
             assert [c.memory.msg_ids for c in first] == [["f1"]]
             late = Deadline.after(1, started=time.perf_counter() - 1)
-            both = await candidates(f"{fact['query']} {OTHER_QUERY[language]}", late)
+            both = await stage.candidates(f"{fact['query']} {OTHER_QUERY[language]}", late)
             # f2 is new to this question and late: it alone is skipped. f1 is scored by
             # the vector the first question computed.
             assert late.skipped == [Stage.pending]
@@ -179,20 +184,11 @@ class TestBeforeTheBuild:
         engram = client.app.state.engram
         async with engram.locks.hold("alice"):
             await store_later(client, fact["content"])
-            pending = PendingSearch(engram.repo, engram.pool, engram.settings)
-            messages = await pending.read(SearchFilter(namespace="alice"))
-            question = await engram.pool.embed_query(fact["query"])
-
-            async def candidates(deadline: Deadline, *, hop: bool) -> list[Candidate]:
-                return await pending.candidates(
-                    messages, query_terms(fact["query"]), query_vector=question, found=[],
-                    min_score=engram.settings.model_profile.min_score,
-                    chinese=language == "zh", deadline=deadline, hop=hop)
-
+            stage = await PendingStage.read(engram)
             no_deadline = Deadline.after(0, started=time.perf_counter())
-            [hop] = await candidates(no_deadline, hop=True)
+            [hop] = await stage.candidates(fact["query"], no_deadline, hop=True)
             assert hop.words_only and no_deadline.skipped == []
-            [first] = await candidates(no_deadline, hop=False)
+            [first] = await stage.candidates(fact["query"], no_deadline)
             assert not first.words_only and first.stored is not None
 
     async def test_nothing_pending_of_another_namespace_is_returned(self, client: Any) -> None:
