@@ -4,8 +4,8 @@ A request or a build that never finishes leaves no trace in a thread dump (py-sp
 the event loop sits in `select`, and the coroutine that waits is a frame no thread is
 running. A store worker that stopped reporting (`/readyz`: "the store worker has not
 reported for N s") was seen once under a 16-tenant ingest and could not be told apart from
-a slow one. `kill -USR1 <pid>` logs `task_stacks`: each pending task's name and the line
-each of its frames waits at, which names the await that does not return. Nothing else
+a slow one. `kill -USR1 <pid>` logs `task_stacks`: each pending task's name and its chain
+of awaits down to what it waits on, which names the await that does not return. Nothing else
 changes; the server goes on.
 """
 
@@ -19,19 +19,36 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-# Frames per task: a request's stack runs through ASGI middleware before the handler's.
-STACK_FRAMES = 40
+# Awaits followed per task: a request's chain runs through ASGI middleware first.
+CHAIN_LIMIT = 60
 
 
 def log_task_stacks() -> int:
-    """Log the stack of every pending task of the running loop; returns how many."""
+    """Log where every pending task of the running loop waits; returns how many tasks."""
     tasks = sorted((t for t in asyncio.all_tasks() if not t.done()), key=lambda t: t.get_name())
     out = io.StringIO()
     for task in tasks:
         out.write(f"--- {task.get_name()}\n")
-        task.print_stack(limit=STACK_FRAMES, file=out)
+        for line in awaiting(task.get_coro()):
+            out.write(f"  {line}\n")
     log.warning("task_stacks", tasks=len(tasks), stacks=out.getvalue())
     return len(tasks)
+
+
+def awaiting(coro: object) -> list[str]:
+    """The chain of awaits a suspended coroutine waits in, outermost first, down to what
+    it waits for (a future, a task). `Task.print_stack` shows only the outermost frame of
+    a suspended coroutine: the line of its first await, not the one that does not return."""
+    lines: list[str] = []
+    while coro is not None and len(lines) < CHAIN_LIMIT:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:  # a future, a task or another awaitable: what the chain waits on
+            lines.append(f"waits on {coro!r:.300}")
+            break
+        code = frame.f_code
+        lines.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return lines
 
 
 def log_task_stacks_on_signal(loop: asyncio.AbstractEventLoop) -> bool:

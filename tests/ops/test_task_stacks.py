@@ -18,8 +18,10 @@ def test_sigusr1_logs_each_pending_task_and_the_server_goes_on(tmp_path: Path) -
         os.kill(server.pid, signal.SIGUSR1)
         assert server.wait_for_log("task_stacks", timeout=30), server.log_tail()
         log = server.log_path.read_text(errors="replace")
-        # The store worker, waiting for its queue: named, with the line it waits at.
-        assert "--- store-builds" in log
-        assert "_run_queue" in log
+        # The store worker, waiting for its queue: named, with its chain of awaits down
+        # to the one it waits in (not only its own frame's line).
+        worker = log.split("--- store-builds", 1)[1].split("---", 1)[0]
+        assert "in _run_queue" in worker and "in wait_for" in worker, worker
+        assert "waits on" in worker, worker
         assert server.running
         server.wait_ready(timeout=30)
