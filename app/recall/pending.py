@@ -156,12 +156,11 @@ class PendingSearch:
         # in the question's pass, kept for every later recall whatever it asks: the same
         # new turns are matched again and again until their build lands. (One vector per
         # session's matching lines was a new text, and a model call, for each question.)
-        computed = await self._embed([g for group in latest for g in group
-                                      if _key(g) not in own], None if hop else deadline)
+        own |= await self._embed([g for group in latest for g in group
+                                  if _key(g) not in own], None if hop else deadline)
         result = []
         for memory, group in zip(memories, latest, strict=True):
-            vectors = [own[_key(g)] if _key(g) in own else computed[_held(g)]
-                       for g in group if _key(g) in own or _held(g) in computed]
+            vectors = [own[_key(g)] for g in group if _key(g) in own]
             if not vectors:  # late for the deadline: found by its words, scored by them
                 result.append(Candidate(memory, when=_latest(group), words_only=True))
                 continue
@@ -218,9 +217,10 @@ class PendingSearch:
                 if c.relevance >= min_score}
 
     async def _embed(self, messages: list[MessageRecord], deadline: Deadline | None
-                     ) -> dict[_Held, np.ndarray]:
-        """The vectors of `messages`' lines, held for the next recalls; those not encoded by
-        the `deadline` are left out (skipped: `Stage.pending`; None: those not held now).
+                     ) -> dict[tuple[str, str], np.ndarray]:
+        """(session, msg_id) -> the vector of the message's line (keyed as `_own_vectors`,
+        which it adds to), held for the next recalls; those not encoded by the `deadline`
+        are left out (skipped: `Stage.pending`; None: those not held now).
         Under an ingest a pass with a few long pending lines was the slowest step of the
         slowest recalls (0.2-0.6 s after both searches were done; bench/load.py). A late
         encoding is not dropped: it goes on and its vectors serve the next recall, and a
@@ -242,10 +242,10 @@ class PendingSearch:
             if not all(task.done() for task in waiting):
                 deadline.skip(Stage.pending)
         held = {}
-        for key in wanted:
+        for key, message in wanted.items():
             if key in self._vectors:
                 self._vectors.move_to_end(key)
-                held[key] = self._vectors[key]
+                held[_key(message)] = self._vectors[key]
         return held
 
     async def _encode(self, messages: dict[_Held, MessageRecord]) -> None:
