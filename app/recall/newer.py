@@ -47,6 +47,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
 from typing import TypeVar
@@ -92,28 +93,52 @@ def _latin_word_set(lowered: str) -> frozenset[str]:
     return frozenset(latin_words(lowered))
 
 
+@functools.lru_cache(maxsize=1024)
+def _subject_terms(text: str) -> QueryTerms:
+    """`text`'s terms, without the role labels. A Chinese compound counts once, not with
+    its parts too (自行车, not also 自行 and 行车): the segmenter's search mode gives both,
+    which would count one shared word three times. Once per process, as `query_terms`
+    (whose cache holds the same texts): the same memories come back recall after recall,
+    and finding the parts compares every two words of a long chunk."""
+    terms = query_terms(_content(text))
+    words = terms.cjk | terms.guessed
+    parts = frozenset(w for w in words if any(w != other and w in other for other in words))
+    return terms.without(parts)
+
+
+@dataclass(frozen=True)
+class _Weighed:
+    """A text's terms with their weights (`Rarity.weight`), English then Chinese, in the
+    order their shares are summed, and the sum of all."""
+
+    latin: tuple[tuple[str, float], ...]
+    chinese: tuple[tuple[str, float], ...]
+    total: float
+
+
 class Rarity:
     """How much each term says about a memory among `texts` (the namespace's memories at
     hand): the IDF that `Coverage` gives a query's terms, so a term that nearly every text
-    holds (a speaker's name, "really", 感觉) weighs next to nothing."""
+    holds (a speaker's name, "really", 感觉) weighs next to nothing.
+
+    It also holds what the comparisons read of each text (its content, its weighed terms,
+    its pairs of Chinese characters), read once per text: a recall compares every two of
+    its best candidates, and reading both texts again for each pair was most of its order
+    stage."""
 
     def __init__(self, texts: Sequence[str]) -> None:
         self._lowered = [_content(t).lower() for t in texts]
+        self._contents = dict(zip(texts, self._lowered, strict=True))
         self._word_counts: Counter[str] | None = None  # English words' document counts
         self._weights: dict[tuple[str, bool], float] = {}
-        self._terms: dict[str, QueryTerms] = {}
+        self._weighed: dict[str, _Weighed] = {}
+        self._bigrams: dict[str, frozenset[str]] = {}
 
-    def terms(self, text: str) -> QueryTerms:
-        """`text`'s terms, without the role labels (computed once per text). A Chinese
-        compound counts once, not with its parts too (自行车, not also 自行 and 行车): the
-        segmenter's search mode gives both, which would count one shared word three times."""
-        if text not in self._terms:
-            terms = query_terms(_content(text))
-            words = terms.cjk | terms.guessed
-            parts = frozenset(w for w in words if any(w != other and w in other
-                                                      for other in words))
-            self._terms[text] = terms.without(parts)
-        return self._terms[text]
+    def content(self, text: str) -> str:
+        """`text` lowered, without its role labels."""
+        if text not in self._contents:
+            self._contents[text] = _content(text).lower()
+        return self._contents[text]
 
     @staticmethod
     def words(lowered: str) -> frozenset[str]:
@@ -136,16 +161,35 @@ class Rarity:
             self._weights[key] = idf(len(self._lowered), df)
         return self._weights[key]
 
+    def weighed(self, text: str) -> _Weighed:
+        """`text`'s terms (`_subject_terms`) with their weights."""
+        if text not in self._weighed:
+            terms = _subject_terms(text)
+            latin = tuple((t, self.weight(t, cjk=False)) for t in terms.latin)
+            chinese = tuple((t, self.weight(t, cjk=True)) for t in terms.cjk | terms.guessed)
+            self._weighed[text] = _Weighed(
+                latin, chinese, total=sum(w for _, w in (*latin, *chinese)))
+        return self._weighed[text]
+
+    def bigrams(self, text: str) -> frozenset[str]:
+        """Every two Chinese characters in a row of `text`'s content."""
+        if text not in self._bigrams:
+            self._bigrams[text] = frozenset(
+                run[i:i + 2] for run in HAN_RUN.findall(_content(text))
+                for i in range(len(run) - 1))
+        return self._bigrams[text]
+
 
 def subject_share(newer: str, older: str, rarity: Rarity) -> float:
     """The share of `newer`'s terms, weighted by `rarity`, that `older`'s content holds."""
-    terms = rarity.terms(newer)
-    content = _content(older).lower()
+    terms = rarity.weighed(newer)
+    if terms.total <= 0:
+        return 0.0
+    content = rarity.content(older)
     words = rarity.words(content) if terms.latin else frozenset()
-    weighted = [(rarity.weight(t, cjk=False), t in words) for t in terms.latin] + \
-        [(rarity.weight(t, cjk=True), t in content) for t in terms.cjk | terms.guessed]
-    total = sum(w for w, _ in weighted)
-    return sum(w for w, held in weighted if held) / total if total > 0 else 0.0
+    held = [w for t, w in terms.latin if t in words] + \
+        [w for t, w in terms.chinese if t in content]
+    return sum(held) / terms.total
 
 
 def share_a_subject(newer: str, older: str, rarity: Rarity) -> bool:
@@ -180,17 +224,13 @@ def announces_change(text: str) -> Change:
     return Change.now if _change_cues("-now").search(content) else Change.none
 
 
-def _han_bigrams(text: str) -> set[str]:
-    return {run[i:i + 2] for run in HAN_RUN.findall(_content(text)) for i in range(len(run) - 1)}
-
-
 def share_words(newer: str, older: str, rarity: Rarity) -> bool:
     """Whether `newer` holds any word of `older`'s, weighted by rarity, or any two Chinese
     characters in a row of it (住在, 房租 / 涨租 hold none in common, 个月 both): the least
     a change of a fact says of it. The segmenter does not keep every Chinese word as a term
     (住在 is not one), so the pairs of characters stand in for them."""
     return subject_share(newer, older, rarity) > 0 or \
-        bool(_han_bigrams(newer) & _han_bigrams(older))
+        not rarity.bigrams(newer).isdisjoint(rarity.bigrams(older))
 
 
 def later_statement(newer: MemoryRecord, older: MemoryRecord, cosine: float, *,
