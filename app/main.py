@@ -31,6 +31,7 @@ from app.ops.metrics import Metrics, MetricsMiddleware
 from app.ops.priority import lower_default_executor
 from app.ops.recall_first import RecallFirst
 from app.ops.router import router as ops_router
+from app.ops.stalls import StallWatch
 from app.ops.task_stacks import log_task_stacks_on_signal, stop_logging_task_stacks
 from app.recall.bilingual import warm_up as warm_up_dictionary
 from app.recall.hits import HitRecorder
@@ -122,6 +123,8 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         hits.start()
         compression.start()
         loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="loop-lag")
+        stall_watch = StallWatch(app.state.engram.heartbeats())  # a stuck worker's awaits
+        stall_watch.start()
         loop = asyncio.get_running_loop()
         stacks_on_signal = log_task_stacks_on_signal(loop)  # kill -USR1: what waits
         release_free_memory()  # what loading the model and the tables freed
@@ -136,6 +139,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
             # Reverse order of creation.
             if stacks_on_signal:
                 stop_logging_task_stacks(loop)
+            await stall_watch.stop()
             loop_lag.cancel()
             await compression.stop()  # a pass cut short here is repaired by the next one
             await hits.stop()  # writes the buffered hits

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from app.compression.scheduler import CompressionScheduler
 from app.config import Settings
@@ -32,3 +34,9 @@ class AppState:
     recall: RecallService
     hits: HitRecorder
     compression: CompressionScheduler
+
+    def heartbeats(self) -> dict[str, Callable[[], datetime | None]]:
+        """The background workers' heartbeats by name (`/readyz`, app/ops/stalls.py)."""
+        return {"store worker": lambda: self.store.heartbeat,
+                "maintenance": lambda: self.maintenance.heartbeat,
+                "compression scheduler": lambda: self.compression.heartbeat}

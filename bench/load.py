@@ -417,10 +417,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a server setting, e.g. recall_first_max_wait_ms=0 (repeatable)")
+    parser.add_argument("--log", type=Path, default=None,
+                        help="keep the server's log here (a stalled worker's task stacks)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="engram-load-") as tmp:
         settings = dict(item.split("=", 1) for item in args.set)
-        server = ServerProcess(Path(tmp) / "data", name="load-server",
+        server = ServerProcess(Path(tmp) / "data", name="load-server", log_path=args.log,
                                env={"ENGRAM_COMPRESSION_ENABLED": "false",
                                     **{f"ENGRAM_{k.upper()}": v for k, v in settings.items()}})
         server.start(wait=False)

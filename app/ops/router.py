@@ -14,6 +14,7 @@ from app.config import Settings
 from app.errors import Unavailable, error_responses
 from app.ops.disk import DiskSpace
 from app.ops.metrics import Metrics
+from app.ops.stalls import stale_workers
 from app.state import AppState
 
 router = APIRouter(tags=["ops"])
@@ -83,12 +84,9 @@ async def readyz(request: Request, state: Annotated[AppState | None, Depends(_st
     disk: DiskSpace = request.app.state.disk
     if (problem := disk.problem()) is not None:
         raise Unavailable(f"not ready for writes: {problem}")
-    now = datetime.now(UTC)
-    for name, beat in (("store worker", state.store.heartbeat),
-                       ("maintenance", state.maintenance.heartbeat),
-                       ("compression scheduler", state.compression.heartbeat)):
-        if beat is not None and (now - beat).total_seconds() > 60:
-            raise Unavailable(f"the {name} has not reported for {(now - beat).seconds} s")
+    if stale := stale_workers(state.heartbeats(), datetime.now(UTC)):
+        name, seconds = next(iter(stale.items()))
+        raise Unavailable(f"the {name} has not reported for {seconds:.0f} s")
     return Readiness(
         status="ready", model=state.pool.name, embedding_dim=state.pool.dim,
         tables=await state.repo.table_stats(),
