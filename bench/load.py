@@ -8,9 +8,10 @@
    once (read back from the LanceDB files below the API, all built). The share of recalls
    the server's default deadline answered degraded (`recall_deadline_ms`, issue 37), idle
    and during the ingest, with the stages they skipped.
-3. Server RSS (VmRSS / VmHWM) at idle start (ready, nothing stored) and after the ingest,
-   each with its anonymous (heap) and file-backed (mapped libraries, the model file) parts
-   from /proc/PID/smaps_rollup, and the server's own `engram_memory_held` gauges.
+3. Server RSS (VmRSS / VmHWM) at idle start (ready, nothing stored), after the ingest and
+   after `REST_SECONDS` more at rest, each with its anonymous (heap) and file-backed (mapped
+   libraries, the model file) parts from /proc/PID/smaps_rollup, and the server's own
+   `engram_memory_held` gauges.
 4. Small appends into an existing session: 2 messages with `wait=true` (p50) and the
    `wait=false` acknowledgement (p50), one client.
 5. LoCoMo-style import, one client, one `wait=true` store call per session (`--locomo`, a
@@ -217,6 +218,10 @@ def locomo_sessions(path: Path, limit: int | None) -> list[tuple[str, str, list[
             for sid, msgs in s.sessions]
 
 
+# Seconds a server rests after the ingest before its RSS is read again.
+REST_SECONDS = 10.0
+
+
 def resident(server: ServerProcess) -> dict[str, int]:
     """VmRSS / VmHWM, and the anonymous and file-backed parts of the resident set (KiB)."""
     figures = server.memory_kib()
@@ -312,6 +317,10 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         result["rss_after_ingest_kib"] = resident(server)
         metrics = await client.get("/metrics")
         result["memory_held"] = memory_gauges(metrics.text)
+        # ... and at rest: the store worker hands freed pages back once its queue has been
+        # empty a few seconds (app/store/service.py).
+        await asyncio.sleep(REST_SECONDS)
+        result["rss_at_rest_after_ingest_kib"] = resident(server)
 
         # 4. small appends
         appends: dict[str, list[float]] = {"wait": [], "ack": []}
@@ -389,6 +398,8 @@ def report(result: Json) -> str:
         f"recall during ingest, server histograms: {result.get('recall_during_ingest_server')}",
         f"RSS at idle start: {result['rss_idle_start_kib']} KiB",
         f"RSS after ingest: {result['rss_after_ingest_kib']} KiB",
+        f"RSS after ingest, {REST_SECONDS:g} s at rest: "
+        f"{result['rss_at_rest_after_ingest_kib']} KiB",
         f"memory held: {result['memory_held']}",
         f"2-message append wait=true: {result['append_2_wait_true']}",
         f"2-message append wait=false ack: {result['append_2_wait_false_ack']}",

@@ -31,6 +31,7 @@ import structlog
 from app.config import Settings
 from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unavailable
 from app.locks import NamespaceLocks
+from app.ops.malloc import release_free_memory
 from app.ops.metrics import Metrics
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
@@ -51,6 +52,9 @@ log = structlog.get_logger(__name__)
 # A background build whose namespace stayed busy past the lock timeout (another server's
 # builds, on a bucket) is queued again after this long, not left for the next start-up.
 _BUSY_RETRY_SECONDS = 2.0
+# The worker beats its heartbeat at least this often; this long with no session to build,
+# the builds before are a burst that is over.
+_IDLE_SECONDS = 5.0
 
 
 def content_hash(role: str, content: str) -> str:
@@ -127,6 +131,7 @@ class StoreService:
         self._deferred: set[tuple[str, str]] = set()  # busy namespaces, queued again soon
         self._worker: asyncio.Task[None] | None = None
         self._building = False
+        self._built_since_trim = False  # builds since the allocator last gave pages back
         self.heartbeat: datetime | None = None
 
     # --- the store call ----------------------------------------------------------------
@@ -360,8 +365,13 @@ class StoreService:
         while True:
             self.heartbeat = datetime.now(UTC)
             try:
-                key = await asyncio.wait_for(self._queue.get(), timeout=5)
+                key = await asyncio.wait_for(self._queue.get(), timeout=_IDLE_SECONDS)
             except TimeoutError:
+                if self._built_since_trim:
+                    # A burst of builds is over: hand back the pages its passes freed
+                    # (glibc keeps them for reuse; docs/benchmarks.md, "Server memory").
+                    self._built_since_trim = False
+                    await asyncio.to_thread(release_free_memory)
                 continue
             self._queued.discard(key)
             namespace, session_id = key
@@ -382,6 +392,7 @@ class StoreService:
                 log.exception("store_build_failed", namespace=namespace, session_id=session_id)
             finally:
                 self._building = False
+                self._built_since_trim = True
 
     def _retry_later(self, key: tuple[str, str]) -> None:
         self._deferred.add(key)
