@@ -30,10 +30,9 @@ from dataclasses import asdict, dataclass
 from typing import Final
 
 import jieba
-import jieba.posseg
 
 from app.classify.stopwords import EN_STOP_WORDS, ZH_STOP_WORDS, word_set
-from app.classify.zh_names import names_in
+from app.classify.zh_names import name_tags, names_in, tagged
 from app.scripts import HAN, HAN_RUN
 
 __all__ = ["Entities", "extract_entities", "subtopics", "warm_up"]
@@ -96,19 +95,20 @@ def warm_up() -> None:
         # A failed cache write is only logged by jieba, never raised.
         jieba.dt.tmp_dir = tempfile.gettempdir()
         jieba.initialize()
+        name_tags()
         _jieba_ready = True
         logger.debug("jieba dictionary loaded")
 
 
 def _segment(run: str) -> list[tuple[str, str]]:
-    """A run of Chinese cut into dictionary words with their part-of-speech tags."""
+    """A run of Chinese cut into dictionary words with the tags names are read from
+    (`zh_names.tagged`)."""
     warm_up()
     # HMM discovery of out-of-dictionary words is off: it is most of jieba's time (about
     # 9 of 11 ms on 900 characters) and on chat text it mostly glues fragments together
     # ("表写", "前要"); dictionary words are what concepts need, and names that jieba does
-    # not know are found on their own short runs (zh_names.py). The words are those of
-    # `jieba.lcut(run, HMM=False)`; the tags come with them at no extra cost.
-    return [(pair.word, pair.flag) for pair in jieba.posseg.lcut(run, HMM=False)]
+    # not know are found on their own short runs (zh_names.py).
+    return tagged(jieba.lcut(run, HMM=False))
 
 
 def _sub_words(word: str) -> Iterator[str]:

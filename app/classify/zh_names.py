@@ -20,7 +20,9 @@ A name (or characters jieba does not know) right before an institution or event 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 import jieba
@@ -28,7 +30,7 @@ import jieba.finalseg
 
 from app.classify.wordlists import word_set
 
-__all__ = ["names_in"]
+__all__ = ["NAME_TAGS", "OTHER_TAG", "name_tags", "names_in", "tagged"]
 
 SURNAMES: Final = word_set("zh_surnames.txt")
 PLACES: Final = word_set("zh_places.txt")
@@ -39,6 +41,11 @@ NAME_SUFFIXES: Final = word_set("zh_name_suffixes.txt")
 _COMMON_PERSON_FREQ: Final = 1000
 _COMMON_PLACE_FREQ: Final = 400
 _PERSON_TAGS: Final = frozenset({"nr", "nrfg"})
+# The part-of-speech tags names are read from: persons, transliterated names, places,
+# organisations, and the measure word that tells 张 in 一张纸 from a family name.
+NAME_TAGS: Final = frozenset({*_PERSON_TAGS, "nrt", "ns", "nt", "q"})
+# The tag of every other word (jieba's own tag for a word its dictionary does not tag).
+OTHER_TAG: Final = "x"
 _ADMIN_SUFFIXES: Final = frozenset("省市县区镇乡村")
 # "一张纸", "那张票", "买了张票": 张 is a measure word there, not a family name.
 _BEFORE_MEASURE: Final = frozenset("一二三四五六七八九十两几这那哪每某半了")
@@ -52,6 +59,30 @@ _NOT_IN_NAMES: Final = frozenset(
 )
 # Given names have one or two characters.
 _MAX_NAME_CHARS: Final = 4
+
+
+@functools.cache
+def name_tags() -> dict[str, str]:
+    """jieba's dictionary words tagged with one of `NAME_TAGS`, with their tag.
+
+    Read from jieba's own dictionary file ("word frequency tag" a line), as `jieba.posseg`
+    reads it, but only these ~100k of its 349k words: posseg's full table is ~40 MB of a
+    server's memory from its first import, for tags nothing here reads. A compression pass
+    still imports posseg for its triples (app/compression/triples.py)."""
+    table: dict[str, str] = {}
+    with jieba.dt.get_dict_file() as lines:
+        for line in lines:
+            word, _, tag = line.decode("utf-8").split()
+            if tag in NAME_TAGS:
+                table[word] = sys.intern(tag)
+    return table
+
+
+def tagged(words: Iterable[str]) -> list[tuple[str, str]]:
+    """`words` with the tag `names_in` reads: jieba's for a word it tags as a name or a
+    measure word, `OTHER_TAG` for every other word."""
+    tags = name_tags()
+    return [(word, tags.get(word, OTHER_TAG)) for word in words]
 
 
 def _is_surname_start(word: str) -> bool:

@@ -7,9 +7,13 @@ names (明白, 城市, 哥哥) must not.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+
+from tests.procs import REPO_ROOT
 
 
 async def _entities(client: Any, text: str) -> dict[str, list[str]]:
@@ -84,3 +88,19 @@ async def test_english_names_and_versions_whole(client: Any, text: str, names: s
 async def test_version_like_words_that_are_not_names(client: Any) -> None:
     entities = await _entities(client, "PM2.5 is bad today, so I stayed in and played mp3 files.")
     assert not {"PM2.5", "mp3"} & _all(entities)
+
+
+def test_names_do_not_load_jiebas_full_part_of_speech_tables() -> None:
+    """Names read jieba's tags for names only: `jieba.posseg`'s table of all 349k words
+    (~40 MB) is not in a server that classifies Chinese until a compression pass needs it."""
+    script = (
+        "import sys\n"
+        "from app.classify import analyze\n"
+        "found = analyze('张伟和李娜下周去杭州参加云栖大会，老王说一张纸就够了。')\n"
+        "names = set(found.entities.proper_nouns)\n"
+        "assert {'张伟', '李娜', '杭州', '云栖大会', '老王'} <= names, names\n"
+        "print('posseg' if 'jieba.posseg' in sys.modules else 'no posseg')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "no posseg"
