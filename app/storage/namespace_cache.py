@@ -236,7 +236,7 @@ class NamespaceCache:
         self.max_namespace_rows = max_namespace_rows
         self._copies: OrderedDict[str, _Copy] = OrderedDict()
         self._changes: dict[int, Change] = {}  # version -> what it changed
-        self._loading: dict[str, asyncio.Future[_Copy | None]] = {}
+        self._loading: dict[str, asyncio.Task[_Copy | None]] = {}
         self._oldest_loading: dict[str, int] = {}
         self._too_large: dict[str, float] = {}  # namespace -> monotonic time of the count
         self._prefetches: set[asyncio.Task[_Copy | None]] = set()
@@ -349,23 +349,26 @@ class NamespaceCache:
             return held
         if self._too_big(namespace):
             return None
-        pending = self._loading.get(namespace)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[_Copy | None] = asyncio.get_running_loop().create_future()
-        self._loading[namespace] = future
-        self._oldest_loading[namespace] = current
+        loading = self._loading.get(namespace)
+        if loading is None:
+            # A task of its own, which every caller waits for without owning: a caller
+            # cancelled meanwhile (a recall past its deadline) must not cancel the load
+            # that others wait for too. It did, once: a build waiting for the copy a late
+            # recall had started got the recall's CancelledError, which ended the store
+            # worker. A load nobody waits for any more still fills the copy.
+            loading = asyncio.create_task(self._load_once(namespace, current),
+                                          name=f"namespace-copy-{namespace}")
+            loading.add_done_callback(_retrieved)
+            self._loading[namespace] = loading
+            self._oldest_loading[namespace] = current
+        return await asyncio.shield(loading)
+
+    async def _load_once(self, namespace: str, version: int) -> _Copy | None:
         try:
-            loaded = await self._load(namespace, current)
-            future.set_result(loaded)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: a failed load is the caller's error only
-            raise
+            return await self._load(namespace, version)
         finally:
             del self._loading[namespace]
             del self._oldest_loading[namespace]
-        return loaded
 
     def _too_big(self, namespace: str) -> bool:
         counted = self._too_large.get(namespace)
@@ -455,3 +458,10 @@ class NamespaceCache:
                 dicts[r] = row
         return [{k: list(v) if isinstance(v, list) else v for k, v in d.items()}
                 for d in (dicts[r] for r in index) if d is not None]
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """A failed load is the error of each caller waiting for it; when none is left, there
+    is nobody to tell (not "Task exception was never retrieved")."""
+    if not task.cancelled():
+        task.exception()

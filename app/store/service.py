@@ -380,7 +380,14 @@ class StoreService:
                 async with self._locks.hold(namespace):
                     await self._build(namespace, session_id)
             except asyncio.CancelledError:
-                raise
+                task = asyncio.current_task()
+                if task is None or task.cancelling():  # stop(): the worker ends here
+                    raise
+                # A CancelledError this task was not sent (a shared wait, ended by another
+                # caller's cancellation) fails this build, not the worker: ending the worker
+                # left every later session unbuilt until a restart.
+                log.exception("store_build_failed", namespace=namespace, session_id=session_id)
+                self._retry_later(key)
             except Unavailable as busy:  # LockTimeout, or the lease store did not answer
                 # The messages are acknowledged: build them once the namespace is free.
                 log.warning("store_build_deferred", namespace=namespace, session_id=session_id,

@@ -7,6 +7,7 @@ stands in for another process writing to the same store.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -232,3 +233,34 @@ async def test_unindexed_table_answers_every_search_from_the_copy(
     theirs = await plain.vector_search(new.vector or [], SearchFilter(namespace="alice"),
                                        limit=1, exact=True)
     assert [h.memory.id for h in theirs] == ["m700"]
+
+
+async def test_a_cancelled_search_does_not_fail_the_others_waiting_for_its_load(
+        repos: tuple[Repository, Repository]) -> None:
+    """A recall past its deadline is cancelled (app/recall/deadline.py). When it was the
+    search that started loading a namespace's copy, the build waiting for the same copy
+    must still get it: it once got the recall's CancelledError, a 500 for a `wait=true`
+    store, and the end of the store worker for a background build."""
+    cached, _ = repos
+    cache = cached.namespace_cache
+    cache._copies.clear()
+    # The load waits at a gate, so the first search is surely cancelled while it loads.
+    started, gate = asyncio.Event(), asyncio.Event()
+    load = cache._load
+
+    async def gated_load(namespace: str, version: int) -> Any:
+        started.set()
+        await gate.wait()
+        return await load(namespace, version)
+
+    cache._load = gated_load  # type: ignore[method-assign]
+    first = asyncio.create_task(search_alice(cached))
+    await started.wait()
+    second = asyncio.create_task(search_alice(cached))
+    await asyncio.sleep(0.01)
+    first.cancel()
+    await asyncio.sleep(0.01)
+    gate.set()
+    await second  # the copy, not the first search's CancelledError
+    assert first.cancelled()
+    assert cache.size("alice") == 120
