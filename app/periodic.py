@@ -20,6 +20,15 @@ import structlog
 log = structlog.get_logger(__name__)
 
 
+def stopping() -> bool:
+    """Whether the running task is being cancelled, against a CancelledError it was not
+    sent: a wait it shared with a caller that was cancelled (a recall past its deadline)
+    ends with that caller's CancelledError. A background loop stops on the first, and
+    takes the second for a failed step: it once ended the store worker for good."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 class Periodic:
     """Run `step` every `interval` seconds, in a task of its own, until stopped.
 
@@ -65,6 +74,10 @@ class Periodic:
             await self._wait()
             try:
                 await self._step()
+            except asyncio.CancelledError:
+                if stopping():
+                    raise
+                log.warning(self._failed, error="cancelled (not by stop)")
             except Exception as error:
                 log.warning(self._failed, error=str(error)[:300])
 

@@ -55,6 +55,26 @@ class TestPeriodic:
         assert len(calls) == 1
         await loop.stop()
 
+    async def test_a_cancellation_it_was_not_sent_is_a_failed_step(self) -> None:
+        """A step can end with another task's CancelledError (a wait it shared with a
+        caller that was cancelled); the loop goes on, as after any failed step."""
+        calls: list[int] = []
+        shared: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        shared.cancel()  # as another caller's cancellation ended the shared wait
+
+        async def step() -> None:
+            calls.append(len(calls))
+            if len(calls) == 1:
+                await shared
+
+        loop = Periodic("maintenance", step, interval=0.01)
+        with capture_logs() as logs:
+            loop.start()
+            await until(lambda: len(calls) >= 3)
+            await loop.stop()
+        assert [e["error"] for e in logs if e["event"] == "maintenance_failed"] == [
+            "cancelled (not by stop)"]
+
     async def test_stop_cancels_the_step_under_way(self) -> None:
         started, cancelled = asyncio.Event(), asyncio.Event()
 

@@ -33,6 +33,7 @@ from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unavaila
 from app.locks import NamespaceLocks
 from app.ops.malloc import release_free_memory
 from app.ops.metrics import Metrics
+from app.periodic import stopping
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
 from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder, stage_timer
@@ -380,12 +381,10 @@ class StoreService:
                 async with self._locks.hold(namespace):
                     await self._build(namespace, session_id)
             except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is None or task.cancelling():  # stop(): the worker ends here
+                if stopping():  # stop(): the worker ends here
                     raise
-                # A CancelledError this task was not sent (a shared wait, ended by another
-                # caller's cancellation) fails this build, not the worker: ending the worker
-                # left every later session unbuilt until a restart.
+                # One this task was not sent fails this build, not the worker: ending the
+                # worker left every later session unbuilt until a restart.
                 log.exception("store_build_failed", namespace=namespace, session_id=session_id)
                 self._retry_later(key)
             except Unavailable as busy:  # LockTimeout, or the lease store did not answer
