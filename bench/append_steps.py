@@ -1,19 +1,19 @@
 """Where a small append's time goes (issue 14): one process, the real app, model and LanceDB.
 
 Stores a 20-message session, then `--appends` 2-message appends in each store mode:
-`wait=true`, `wait="findable"` and `wait=false` (the last two each followed by its
+`wait="built"`, `wait=true` and `wait=false` (the last two each followed by its
 background build; with `--back-to-back` `wait=false` as many again, each sent as soon as
 the last is acknowledged, as bench/load.py does). Each append goes into a session of its
 own, stored first (untimed, built) with 4 turns of ~650 characters, so every append grows
-an open chunk to ~900 characters (`chunk_max_chars`): what `wait=true` re-embeds before it
-answers, and `findable` does not (only the two new turns, `hold_turn_vectors`). Prints, per
+an open chunk to ~900 characters (`chunk_max_chars`): what `wait="built"` re-embeds before
+it answers, and `wait=true` does not (only the two new turns, `hold_turn_vectors`). Prints, per
 append, the wall time of the request and of every awaited step: repository calls (each a
 LanceDB query or a group commit; `TableWriter.write`
 is its wait in the writer's queue and its commit), the embedding pool, the builder's stages.
 Steps overlap (reads run at once, commits are awaited by several callers), so the rows do
 not add up to the request; they say which steps there are, how many, and what each costs.
 
-With `--locomo FILE`, the same step timing for a LoCoMo-style import instead (one `wait=true`
+With `--locomo FILE`, the same step timing for a LoCoMo-style import instead (one `"built"`
 call per session, as bench/import_vs_mem0.py), per store call, with this process's CPU
 seconds (all threads: model, LanceDB, Python) per call; `--profile OUT` writes a cProfile
 of the timed part (the event-loop thread only).
@@ -61,8 +61,8 @@ from tests.conftest import make_settings  # noqa: E402
 from tests.procs import chat_messages  # noqa: E402
 
 spans: dict[str, list[float]] = defaultdict(list)
-# What a step belongs to: a wait=false request's acknowledgement ("ack: "), a background
-# build (the worker task's own context: "build: "), or "" for a wait=true request, whose
+# What a step belongs to: an acknowledgement before the build ("ack: "), a background
+# build (the worker task's own context: "build: "), or "" for a wait="built" request, whose
 # build is the request. A context variable: the worker runs while the client waits.
 phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="build: ")
 
@@ -150,10 +150,10 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
             namespace = "bench"
             if busy[0]:
                 namespace = await ingest(post, store, *busy)
-            await post("seed", chat_messages(rng, 20, id_prefix="seed-"), True,
+            await post("seed", chat_messages(rng, 20, id_prefix="seed-"), "built",
                        namespace=namespace)
             modes: list[tuple[str, bool | str]] = [
-                ("wait=true", True), ('wait="findable"', "findable"), ("wait=false", False)]
+                ('wait="built"', "built"), ("wait=true", True), ("wait=false", False)]
             if back_to_back:
                 modes.append(("wait=false back to back", False))
             session_chars: list[float] = []
@@ -165,23 +165,23 @@ async def run(appends: int, data_dir: Path, *, threads: int, locomo: str = "",
                     if not back:  # a session of its own, ~650 characters, built (untimed)
                         phase.set("seed: ")
                         seed = seed_turns(rng, f"{mode}{i}s-")
-                        await post(session_id, seed, True, namespace=namespace)
+                        await post(session_id, seed, "built", namespace=namespace)
                         session_chars.append(sum(len(f"{m['role']}: {m['content']}") + 1
                                                  for m in seed + appended))
                         for name in [n for n in spans if n.startswith("seed: ")]:
                             del spans[name]
                     if i == 3:
                         spans.clear()
-                    phase.set("" if wait is True else "ack: ")
+                    phase.set("" if wait == "built" else "ack: ")
                     started = time.perf_counter()
                     await post(session_id, appended, wait, namespace=namespace)
                     spans[f"{phase.get()}REQUEST"].append(1000 * (time.perf_counter() - started))
-                    if wait is not True and not back:
+                    if wait != "built" and not back:
                         started = time.perf_counter()
                         await store.idle()
                         spans["build: background build (until idle)"].append(
                             1000 * (time.perf_counter() - started))
-                if wait is not True:
+                if wait != "built":
                     await store.idle()
                 if session_chars:
                     print(f"grown session: {median(session_chars):.0f} characters (median)")
@@ -224,7 +224,7 @@ async def ingest(post: Callable[..., Any], store: StoreService, tenants: int,
 
 async def import_locomo(post: Callable[..., Any], path: str, conversations: int,
                         profile: str) -> None:
-    """One `wait=true` store per LoCoMo session (bench/locomo.py's messages), after one
+    """One `wait="built"` store per LoCoMo session (bench/locomo.py's messages), after one
     untimed warm-up session in another namespace; steps and CPU seconds per call."""
     import cProfile
 
@@ -253,7 +253,7 @@ async def import_locomo(post: Callable[..., Any], path: str, conversations: int,
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     loop_cpu = time.thread_time() - loop_cpu
     turns = sum(len(m) for _, _, m in sessions)
-    report("wait=true", len(sessions), what="LoCoMo sessions, one store call each")
+    report('wait="built"', len(sessions), what="LoCoMo sessions, one store call each")
     print(f"{len(sessions)} calls, {turns} turns: {wall:.1f} s wall ({turns / wall:.1f} turns/s), "
           f"{cpu:.2f} CPU s ({cpu / len(sessions):.3f} per call, all threads; "
           f"{loop_cpu / len(sessions):.3f} on the event loop)")
@@ -261,7 +261,7 @@ async def import_locomo(post: Callable[..., Any], path: str, conversations: int,
 
 async def post_to(post: Callable[..., Any], namespace: str, session_id: str,
                   messages: list[dict[str, Any]]) -> None:
-    await post(session_id, messages, True, namespace=namespace)
+    await post(session_id, messages, "built", namespace=namespace)
 
 
 def main() -> None:

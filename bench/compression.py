@@ -172,7 +172,8 @@ async def probe(client: httpx.AsyncClient, namespace: str, stop: asyncio.Event,
         response = await client.post("/v1/store", json={
             "namespace": namespace, "session_id": session, "messages": [
                 {"msg_id": "p", "role": "user",
-                 "content": f"probe message {tag} {n}: the parcel locker code is {1000 + n}"}]})
+                 "content": f"probe message {tag} {n}: the parcel locker code is {1000 + n}"}],
+            "wait": "built"})
         latencies.append((time.perf_counter() - started) * 1000)
         response.raise_for_status()
         sessions.append(session)

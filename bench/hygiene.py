@@ -105,7 +105,8 @@ class Session:
         """The store request: msg_ids 1, 2, 3 as a client numbers a session's messages."""
         return {"namespace": namespace, "session_id": self.session, "messages": [
             {"msg_id": str(i), "role": m["role"], "content": m["content"],
-             "timestamp": self.time.isoformat()} for i, m in enumerate(self.messages, 1)]}
+             "timestamp": self.time.isoformat()} for i, m in enumerate(self.messages, 1)],
+            "wait": "built"}
 
 
 @dataclass

@@ -207,7 +207,7 @@ async def engram_import(base_url: str, sessions: list[tuple[str, str, list[Json]
         for namespace, session_id, msgs in sessions:
             response = await client.post("/v1/store", json={
                 "namespace": namespace, "session_id": session_id, "messages": msgs,
-                "wait": True})
+                "wait": "built"})
             if response.status_code != 200:
                 raise RuntimeError(f"store failed: {response.status_code} {response.text}")
             new += int(response.json()["new"])

@@ -12,9 +12,10 @@
    after `REST_SECONDS` more at rest, each with its anonymous (heap) and file-backed (mapped
    libraries, the model file) parts from /proc/PID/smaps_rollup, and the server's own
    `engram_memory_held` gauges.
-4. Small appends into an existing session: 2 messages with `wait=true` (p50) and the
-   `wait=false` acknowledgement (p50), one client.
-5. LoCoMo-style import, one client, one `wait=true` store call per session (`--locomo`, a
+4. Small appends into an existing session: 2 messages with `wait=true` (the default: the
+   new turns findable), `wait="built"` (p50) and the `wait=false` acknowledgement (p50),
+   one client.
+5. LoCoMo-style import, one client, one `wait="built"` store call per session (`--locomo`, a
    LoCoMo JSON file read at run time; input data only): turns/s; then, with the server
    stopped, the bare model's throughput on the same memory texts (this process loads it).
 
@@ -242,7 +243,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         for namespace in recall_namespaces:  # something to recall before the ingest
             for s in range(2):
                 msgs = chat_messages(rng, args.messages, id_prefix=f"seed{s}-")
-                response = await store(client, namespace, f"seed-{s}", msgs, wait=True)
+                response = await store(client, namespace, f"seed-{s}", msgs, wait="built")
                 response.raise_for_status()
                 sent[(namespace, f"seed-{s}")] = {m["msg_id"] for m in msgs}
 
@@ -323,15 +324,16 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         result["rss_at_rest_after_ingest_kib"] = resident(server)
 
         # 4. small appends
-        appends: dict[str, list[float]] = {"wait": [], "ack": []}
-        for mode in ("wait", "ack"):
+        modes: dict[str, bool | str] = {"wait": True, "built": "built", "ack": False}
+        appends: dict[str, list[float]] = {mode: [] for mode in modes}
+        for mode, wait in modes.items():
             scraped = histogram_buckets((await client.get("/metrics")).text)
-            arng = random.Random(7 if mode == "wait" else 8)
+            arng = random.Random({"wait": 7, "built": 9, "ack": 8}[mode])
             for i in range(args.appends):
                 msgs = chat_messages(arng, 2, id_prefix=f"{mode}{i}-")
                 started = time.perf_counter()
                 response = await store(client, "tenant-2", f"append-{mode}", msgs,
-                                       wait=mode == "wait")
+                                       wait=wait)
                 appends[mode].append(time.perf_counter() - started)
                 response.raise_for_status()
                 if response.json().get("job_id"):
@@ -341,6 +343,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
                 k: v for k, v in bucket_quantiles(scraped, histogram_buckets(
                     (await client.get("/metrics")).text)).items() if k.startswith("store_")}
         result["append_2_wait_true"] = stats(appends["wait"])
+        result["append_2_wait_built"] = stats(appends["built"])
         result["append_2_wait_false_ack"] = stats(appends["ack"])
         progress(result)
 
@@ -351,7 +354,7 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
             began = time.perf_counter()
             for namespace, session_id, msgs in sessions:
                 response = await store(client, f"locomo-{namespace}", session_id, msgs,
-                                       wait=True)
+                                       wait="built")
                 response.raise_for_status()
             seconds = time.perf_counter() - began
             texts: dict[str, list[str]] = {}
@@ -402,9 +405,11 @@ def report(result: Json) -> str:
         f"{result['rss_at_rest_after_ingest_kib']} KiB",
         f"memory held: {result['memory_held']}",
         f"2-message append wait=true: {result['append_2_wait_true']}",
+        f"2-message append wait=built: {result['append_2_wait_built']}",
         f"2-message append wait=false ack: {result['append_2_wait_false_ack']}",
         f"  store stages (server histograms, bucket bounds): wait=true "
-        f"{result.get('append_wait_server')}; wait=false and its builds "
+        f"{result.get('append_wait_server')}; built {result.get('append_built_server')}; "
+        f"wait=false and its builds "
         f"{result.get('append_ack_server')}",
     ]
     if "locomo" in result:

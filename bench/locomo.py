@@ -219,7 +219,7 @@ async def ingest(client: httpx.AsyncClient, samples: list[Sample], *, parallel: 
             for session_id, messages in sample.sessions:
                 response = await client.post("/v1/store", json={
                     "namespace": sample.namespace, "session_id": session_id,
-                    "messages": messages, "source": "import"})
+                    "messages": messages, "source": "import", "wait": "built"})
                 response.raise_for_status()
                 done += 1
         print(f"\r  stored {done}/{total} sessions", end="", file=sys.stderr, flush=True)

@@ -4,7 +4,7 @@ The same synthetic store (bench/recall_latency.py's `populate`: bilingual memori
 unit vectors, the queried namespace holding `--share` of them) is written once to a local
 data directory and once to a bucket of an S3 API on loopback (moto's server mode,
 tests/s3/moto_server.py), then the app starts on each (real model, real lifespan) and
-answers the same recalls one after another, then the same small stores (`wait=true`, four
+answers the same recalls one after another, then the same small stores (`wait="built"`, four
 messages: lease, raw log, build). On the bucket it runs twice: with
 `read_consistency_seconds=0` (every read asks the store for the latest version) and with
 `--consistency` seconds (reads trust the version they know for that long).
@@ -93,7 +93,8 @@ async def run_one(label: str, settings: Settings, model: Any, args: argparse.Nam
                              f"the budget report number {i * 10 + j}"} for j in range(4)]
                 t0 = time.perf_counter()
                 response = await client.post("/v1/store", json={
-                    "namespace": namespace, "session_id": f"bench-{i}", "messages": messages})
+                    "namespace": namespace, "session_id": f"bench-{i}", "messages": messages,
+                    "wait": "built"})
                 stores.append((time.perf_counter() - t0) * 1000)
                 response.raise_for_status()
             print(f"  stores, ms: {' '.join(f'{t:.0f}' for t in stores)}", file=sys.stderr)

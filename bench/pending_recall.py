@@ -92,7 +92,7 @@ async def populate(app: Any, client: httpx.AsyncClient, args: argparse.Namespace
             "namespace": NAMESPACE, "session_id": f"s{s}", "messages": [
                 {"msg_id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
                  "content": f"Session {s}, about the {topic}: note {i} on the {topic}."}
-                for i in range(4)]})
+                for i in range(4)], "wait": "built"})
         assert response.status_code == 200, response.text
     repo = app.state.engram.repo
     now = datetime.now(UTC)

@@ -4,8 +4,8 @@
 session, alternately `wait=true` and `wait=false`: synthetic mixed English/Chinese chats of
 `--messages` messages, or LoCoMo sessions with `--locomo`). While they ingest, 40 everyday
 facts (20 Chinese in namespace `ryw-zh`, 20 English in `ryw-en`, each in its own session)
-are stored one after another with `wait=false` (`--fact-wait findable`: `wait="findable"`,
-the new turn embedded before the answer), and right after each 202 a recall asks a
+are stored one after another with `wait=false` (`--fact-wait true`: the default `wait=true`,
+the new turn embedded before the answer), and right after each answer a recall asks a
 question whose key word is in that fact only. A fact is found when a returned memory's text
 holds the fact's text; a recall that does not find it is retried every `--retry-every` s
 for up to `--retry-for` s. Measured per fact: found at once, provisional (the pending search
@@ -192,16 +192,16 @@ async def recall(client: httpx.AsyncClient, fact: Json, latencies: list[float],
 async def write_and_read(client: httpx.AsyncClient, args: argparse.Namespace, fact: Json,
                          job_ids: list[str], errors: list[str], recall_latencies: list[float],
                          stage: str) -> Json:
-    """Store one fact (`--fact-wait`), recall right after the 202, retry until found."""
+    """Store one fact (`--fact-wait`), recall right after the answer, retry until found."""
     row: Json = {k: fact[k] for k in ("language", "namespace", "session_id", "key")}
     row["load"] = stage  # the tenants still sending, their builds running, or idle
     started = time.perf_counter()
     response = await store(client, fact["namespace"], fact["session_id"], [
         {"msg_id": fact["msg_id"], "role": "user", "content": fact["text"]}],
-        wait=False if args.fact_wait == "false" else args.fact_wait)
+        wait=args.fact_wait != "false")
     row["ack_ms"] = round(1000 * (time.perf_counter() - started), 1)
     row["status"] = response.status_code
-    if response.status_code != 202:
+    if response.status_code != (202 if args.fact_wait == "false" else 200):
         errors.append(f"fact store {response.status_code}: {response.text[:200]}")
         row["found"] = False
         return row
@@ -379,8 +379,8 @@ def main() -> None:
     parser.add_argument("--retry-for", type=float, default=10.0,
                         help="seconds after the store to keep recalling a fact not found")
     parser.add_argument("--retry-every", type=float, default=0.25)
-    parser.add_argument("--fact-wait", choices=("false", "findable"), default="false",
-                        help="the facts' `wait`: false, or findable (their vectors first)")
+    parser.add_argument("--fact-wait", choices=("false", "true"), default="false",
+                        help="the facts' `wait`: false, or true (their vectors first)")
     parser.add_argument("--json", action="store_true", help="print the result JSON too")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a server setting, e.g. recall_deadline_ms=0 (repeatable)")

@@ -100,7 +100,7 @@ async def run(sessions: list[tuple[str, str, list[Any]]], data_dir: Path) -> lis
             for namespace, session_id, messages in sessions:
                 response = await client.post("/v1/store", json={
                     "namespace": namespace, "session_id": session_id,
-                    "messages": messages, "wait": True})
+                    "messages": messages, "wait": "built"})
                 response.raise_for_status()
         for namespace in sorted({ns for ns, _, _ in sessions}):
             for memory in await repo.namespace_memories(namespace, with_vector=True):

@@ -5,7 +5,7 @@ What it runs (issue 2, "Measure"), all in one run on this machine:
 1. A real `engram serve` process (uvicorn, loopback, fresh data directory; tests/procs.py)
    imports N messages: `--sessions` × `--messages` realistic chat turns (mixed English and
    Chinese, 60–200 characters, generated from templates with a fixed seed), spread over
-   `--namespaces` users, sent as one request per session with `wait=true` by `--clients`
+   `--namespaces` users, sent as one request per session with `wait="built"` by `--clients`
    concurrent clients. Store throughput = N / wall time.
 2. The same N messages are sent again: the cost of a re-store, as % of the first store.
 3. The server's resident memory with the model loaded (VmRSS / VmHWM from /proc).
@@ -75,7 +75,7 @@ def build_workload(args: argparse.Namespace) -> list[Json]:
             "session_id": f"chat-{index:04d}",
             "messages": msgs,
             "source": "telegram",
-            "wait": True,
+            "wait": "built",
         })
     return requests
 
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> Json:
         "workload": {
             "messages": n_messages, "sessions": args.sessions,
             "messages_per_session": args.messages, "namespaces": args.namespaces,
-            "clients": args.clients, "wait": True, "seed": args.seed,
+            "clients": args.clients, "wait": "built", "seed": args.seed,
             "embedding_threads": args.threads, "batch_size": batch_size,
             "content_chars": {"min": min(chars), "mean": round(statistics.mean(chars), 1),
                               "max": max(chars)},
@@ -273,7 +273,7 @@ def report(result: Json) -> str:
             result["machine"]["cpus"]), ""),
         ("workload", f"{w['messages']} msgs = {w['sessions']} sessions x "
                      f"{w['messages_per_session']}, {w['namespaces']} namespaces, "
-                     f"{w['clients']} clients, wait=true", ""),
+                     f"{w['clients']} clients, wait=built", ""),
         ("memories built", f"{w['memories']} (mean {w['memory_text_chars_mean']} chars)", ""),
         ("first store", f"{first['seconds']} s = {first['messages_per_s']} msg/s "
                         f"(request p50 {first['request_p50_s']} s, p95 "

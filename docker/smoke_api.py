@@ -109,7 +109,8 @@ def recall(api: Api) -> dict[str, list[str]] | None:
 def store_all(api: Api) -> list[dict[str, Any]]:
     results = []
     for session in SESSIONS:
-        result = api.call("POST", "/v1/store", {"namespace": NAMESPACE, **session})
+        result = api.call("POST", "/v1/store", {"namespace": NAMESPACE, "wait": "built",
+                                                 **session})
         print(f"  store {session['session_id']}: status={result['status']} new={result['new']} "
               f"skipped={result['skipped']} memories={len(result['memories_created'])}")
         results.append(result)

@@ -21,9 +21,14 @@ def messages(start: int, stop: int, *, prefix: str = "message") -> list[dict[str
 
 
 async def store(client: AppClient, msgs: list[dict[str, Any]], *, namespace: str = "alice",
-                session_id: str = "s1", expect: int = 200, **extra: Any) -> dict[str, Any]:
+                session_id: str = "s1", expect: int = 200, wait: bool | str = "built",
+                **extra: Any) -> dict[str, Any]:
+    """POST /v1/store; by default built before the answer (the memories' ids in it), as
+    most tests read the memories next. The default `wait=true` has tests of its own
+    (tests/recall/test_findable_writes.py)."""
     response = await client.post("/v1/store", json={
-        "namespace": namespace, "session_id": session_id, "messages": msgs, **extra})
+        "namespace": namespace, "session_id": session_id, "messages": msgs, "wait": wait,
+        **extra})
     assert response.status_code == expect, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -60,7 +65,7 @@ async def metrics_after_bilingual_use(client: AppClient) -> str:
     for session, text in (("s1", "I moved to Lisbon in May."), ("s2", "我下周二去杭州出差。")):
         response = await client.post("/v1/store", json={
             "namespace": "alice", "session_id": session,
-            "messages": [{"role": "user", "content": text}]})
+            "messages": [{"role": "user", "content": text}], "wait": "built"})
         assert response.status_code == 200, response.text
         response = await client.post("/v1/recall", json={"namespace": "alice", "query": text})
         assert response.status_code == 200, response.text

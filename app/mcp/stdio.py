@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-# A tool call may wait for a store with wait=true: as long as the REST client waits.
+# A tool call may wait for a store built before its answer: as long as the REST client waits.
 TIMEOUT_SECONDS = 120.0
 
 

@@ -142,7 +142,7 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
         """Store the current conversation, or a single note, in long-term memory.
 
         Give either `messages` with their `session_id`, or one `note`. Returns which
-        memories were created or updated.
+        memories were created or updated (built before the answer).
         """
         current, _ = services(ctx, namespace)
         if (messages is None) == (note is None):
@@ -152,7 +152,7 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
                 body = StoreRequest.model_validate({
                     "namespace": namespace, "session_id": session_id or note_session_id(note),
                     "messages": [{"role": "user", "content": note}], "source": "mcp",
-                    "tags": tags or [], "pinned": pinned})
+                    "tags": tags or [], "pinned": pinned, "wait": "built"})
             else:
                 if session_id is None:
                     raise ToolError("invalid_request: session_id is required with messages: "
@@ -160,7 +160,7 @@ def build_mcp_server(state: Callable[[], AppState]) -> MCPServer:
                 body = StoreRequest.model_validate({
                     "namespace": namespace, "session_id": session_id, "source": "mcp",
                     "messages": [m.model_dump(exclude_none=True) for m in messages or []],
-                    "tags": tags or [], "pinned": pinned})
+                    "tags": tags or [], "pinned": pinned, "wait": "built"})
             return await current.store.store(body)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["store"])
     "/store",
     response_model=StoreResult,
     responses={202: {"model": StoreResult,
-                     "description": "Queued (wait=false or \"findable\")"},
+                     "description": "Queued (wait=false)"},
                **error_responses(400, 401, 403, 409, 413, 422, 503)},
 )
 async def store(body: StoreRequest, response: Response, principal: CurrentPrincipal,
@@ -32,7 +32,7 @@ async def store(body: StoreRequest, response: Response, principal: CurrentPrinci
             responses=error_responses(401, 403, 404))
 async def get_job(job_id: str, principal: CurrentPrincipal, service: StoreServiceDep
                   ) -> JobPublic:
-    """State of a store call made with wait=false or "findable"."""
+    """State of the background build of a store made with wait=true or false."""
     job = await service.get_job(job_id)
     principal.require_namespace(job.namespace)
     return job

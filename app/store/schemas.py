@@ -48,8 +48,8 @@ class MessageIn(BaseModel):
 class StoreMode(StrEnum):
     """What a store's answer promises (`StoreRequest.wait`)."""
 
-    built = "built"  # wait=true: the memories are built; their ids are in the answer
-    findable = "findable"  # durable, and found by keyword and by each turn's own vector
+    built = "built"  # wait="built": the memories are built; their ids are in the answer
+    findable = "findable"  # wait=true: durable, found by keyword and each turn's own vector
     durable = "durable"  # wait=false: durable, and found by keyword
 
 
@@ -95,28 +95,30 @@ class StoreRequest(BaseModel):
         "sent before unchanged): always in `POST /v1/context`, never compressed or "
         "forgotten. false leaves existing pins as they are (unpin with PATCH).",
     )
-    wait: bool | Literal["findable"] = Field(
+    wait: bool | Literal["built", "findable"] = Field(
         default=True,
-        description="What the answer promises. true: the memories are built (200, with "
-        "their ids in memories_created). \"findable\": the messages are durable and a "
-        "recall made after the answer finds them by keyword and by each new turn's own "
-        "vector (202 and a job; the memories are built in the background, returned as "
-        "provisional until then). false: the messages are durable and a recall finds them "
-        "by keyword (202 and a job; the fastest answer).",
+        description="What the answer promises. true (the default): the messages are durable "
+        "and a recall made after the answer finds them, by keyword and by each new turn's "
+        "own vector (200 with job_id: the memories are built or merged in the background, "
+        "returned as provisional until then; their ids are in the job's result). "
+        "\"built\": the memories are built before the answer (200, with their ids in "
+        "memories_created); the slowest answer, for a caller that needs the ids. false: the "
+        "messages are durable and a recall finds them by keyword (202 and a job; the "
+        "fastest answer). \"findable\" is accepted as another name for true.",
     )
 
     @field_validator("wait", mode="before")
     @classmethod
     def _a_known_mode(cls, wait: object) -> object:
-        if wait is True or wait is False or wait == "findable":
+        if wait is True or wait is False or wait in ("built", "findable"):
             return wait
-        raise ValueError('wait must be true, false or "findable"')
+        raise ValueError('wait must be true, false or "built"')
 
     @property
     def mode(self) -> StoreMode:
-        if self.wait is True:
+        if self.wait == "built":
             return StoreMode.built
-        return StoreMode.findable if self.wait == "findable" else StoreMode.durable
+        return StoreMode.durable if self.wait is False else StoreMode.findable
 
 
 class StoreStatus(StrEnum):
@@ -135,23 +137,25 @@ class StoreResult(BaseModel):
     namespace: str = Field(description="The namespace stored into.")
     session_id: str = Field(description="The session stored.")
     status: StoreStatus = Field(
-        description="stored, unchanged, skipped or queued (wait=false or \"findable\").")
+        description="stored (also with wait=true while the build follows: see job_id), "
+        "unchanged, skipped, or queued (wait=false).")
     total: int = Field(description="Messages in the request (after merging exact repeats).")
     new: int = Field(description="Messages not stored before.")
     updated: int = Field(description="Stored messages whose content changed.")
     skipped: int = Field(description="Messages already stored unchanged.")
     memories_created: list[str] = Field(
-        description="Ids of the memories built anew.", default_factory=list)
+        description="Ids of the memories built anew (wait=\"built\"; otherwise in the "
+        "job's result once built).", default_factory=list)
     memories_updated: list[str] = Field(
-        description="Ids of existing memories rebuilt because their messages changed.",
-        default_factory=list)
+        description="Ids of existing memories rebuilt because their messages changed "
+        "(wait=\"built\"; otherwise in the job's result).", default_factory=list)
     firewalled: list[str] = Field(
         default_factory=list,
         description="msg_ids kept in the raw log but made into no memory: Engram's own "
         "text sent back (an injection block, or an assistant or system message quoting "
         "stored memories; see docs/recall-firewall.md).")
-    job_id: str | None = Field(default=None, description="With wait=false or \"findable\": "
-                               "poll /v1/jobs/{id}.")
+    job_id: str | None = Field(default=None, description="The background build of a "
+                               "wait=true or wait=false store: poll /v1/jobs/{id}.")
 
 
 class JobState(StrEnum):

@@ -8,11 +8,11 @@ Durability: the raw log is written first, as `pending`, before anything is embed
 write is the acknowledgement point: a `wait=false` store returns right after it, and a crash
 after it is repaired at start-up by building every pending session again.
 
-Three answers (`StoreRequest.mode`): `wait=true` after the build (the memories' ids);
-`wait="findable"` after the raw-log write and each new turn embedded on its own, held for
-the pending search until the build lands (its vector alone, not the grown chunk's: a few
-short texts instead of the whole window); `wait=false` after the raw-log write alone. The
-last two queue the build (docs/decisions/0015-findable-writes.md).
+Three answers (`StoreRequest.mode`): `wait=true` (the default) after the raw-log write and
+each new turn embedded on its own, held for the pending search until the build lands (its
+vector alone, not the grown chunk's: a few short texts instead of the whole window);
+`wait=false` after the raw-log write alone; both queue the build. `wait="built"` answers
+after the build, with the memories' ids (docs/decisions/0015-findable-writes.md).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class StoreService:
         started = time.perf_counter()
         result = await self._store(request)
         if self._metrics is not None:
-            mode = {StoreMode.built: "wait", StoreMode.findable: "findable",
+            mode = {StoreMode.built: "built", StoreMode.findable: "findable",
                     StoreMode.durable: "background"}[request.mode]
             self._metrics.store_seconds.labels(mode).observe(time.perf_counter() - started)
             for outcome in ("new", "updated", "skipped"):
@@ -169,6 +169,10 @@ class StoreService:
                         lap("findable")
                 finally:  # acknowledged in the raw log: built whatever happens here
                     self.enqueue(ns, sid)
+                if request.mode is StoreMode.findable:
+                    # What wait=true promises is done (durable, findable); the job is the
+                    # build that follows, so the answer is no 202.
+                    result.status = StoreStatus.stored
         else:
             async with self._locks.hold(ns):
                 # What the build reads besides the raw log (memories, ledger, queued jobs) is
@@ -195,12 +199,12 @@ class StoreService:
     async def _write_raw_log(self, request: StoreRequest, incoming: Sequence[Incoming]
                              ) -> tuple[StoreResult, bool, list[MessageRecord] | None]:
         """Count new, changed and unchanged messages against the stored ones and write the
-        new and changed ones as pending (with a queued job unless `wait=true`).
+        new and changed ones as pending (with a queued job unless `wait="built"`).
 
         The acknowledgement point: after this the messages survive any crash. The raw-log
         lock makes the read and the write one step, so two stores of a session (also in two
         processes) never count the same message twice. Returns the result, whether the
-        session holds messages not yet built, and for `wait=true` the session's raw log as
+        session holds messages not yet built, and for `wait="built"` the session's raw log as
         written (its build need not read it back), otherwise the rows written.
         """
         builds = request.mode is StoreMode.built
@@ -323,7 +327,7 @@ class StoreService:
         job.result = result.model_dump_json()
         return job
 
-    # --- background builds (wait=false or "findable", and recovery) -----------------------
+    # --- background builds (wait=true or false, and recovery) -----------------------------
 
     @property
     def queued_sessions(self) -> int:

@@ -36,9 +36,11 @@ def stored(server: ServerProcess) -> dict[str, Any]:
     with Client(server.base_url, api_key=ALICE) as client:
         client.store("alice", "cli-en", [
             {"msg_id": "1", "role": "user", "content": "We decided to deploy on Fridays."},
-            {"msg_id": "2", "role": "assistant", "content": "Fridays it is, noted."}])
+            {"msg_id": "2", "role": "assistant", "content": "Fridays it is, noted."}],
+            wait="built")
         client.store("alice", "cli-zh", [
-            {"msg_id": "1", "role": "user", "content": "我女儿下个月要参加钢琴比赛。"}])
+            {"msg_id": "1", "role": "user", "content": "我女儿下个月要参加钢琴比赛。"}],
+            wait="built")
         first = client.list_memories("alice", session_id="cli-en")["items"][0]
     return dict(first)
 
@@ -66,7 +68,8 @@ class TestRecallAndMemories:
                                                   tmp_path: Path) -> None:
         with Client(server.base_url, api_key=ALICE) as client:
             client.store("alice", "cli-pin", [{"role": "user", "content":
-                                               "请永远用中文回答我。"}], pinned=True)
+                                               "请永远用中文回答我。"}], pinned=True,
+                         wait="built")
         done = engram(server, "context", "alice", "--json", cwd=tmp_path)
         first = json.loads(done.stdout)["memories"][0]
         assert first["reason"] == "pinned" and first["text"].endswith("请永远用中文回答我。")
@@ -110,7 +113,7 @@ class TestExportImport:
                  f"Note {i}: the review of project {i} moved to day {i % 28 + 1} at 3pm."}
                 for i in range(900)]
         with Client(server.base_url, api_key=ADMIN) as client:
-            client.store("progress", "many", said)
+            client.store("progress", "many", said, wait="built")
         engram(server, "export", "progress", "-o", "progress.ndjson", key=ADMIN, cwd=tmp_path)
         # The export holds no vectors: the server embeds every memory again after the upload.
         imported = engram(server, "import", "progress-copy", "progress.ndjson", "--json",

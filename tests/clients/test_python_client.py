@@ -48,8 +48,9 @@ class TestEveryRoute:
         with Client(server.base_url, api_key=ADMIN) as engram:
             assert engram.health() == {"status": "ok"}
             assert engram.ready()["status"] == "ready"
-            stored = engram.store("rt", "s1", TURNS, tags=["demo"])
-            assert (stored["status"], stored["new"]) == ("stored", 3)
+            stored = engram.store("rt", "s1", TURNS, tags=["demo"])  # wait=true: findable
+            assert (stored["status"], stored["new"]) == ("stored", 3) and stored["job_id"]
+            assert wait_for_job(engram, stored["job_id"])["state"] == "done"
             assert engram.store("rt", "s1", TURNS)["status"] == "unchanged"
             queued = engram.store("rt", "s2", ZH_TURNS, wait=False)
             assert queued["status"] == "queued" and queued["job_id"]
@@ -66,7 +67,8 @@ class TestEveryRoute:
             found = engram.list_memories("rt", query="LanceDB")
             assert "LanceDB" in found["items"][0]["text"] and found["items"][0]["score"]
             pin = engram.store("rt", "s3", [{"role": "user", "content":
-                                             "Always call me Sam."}], pinned=True)
+                                             "Always call me Sam."}], pinned=True,
+                               wait="built")
             pin_id = pin["memories_created"][0]
             assert engram.list_memories("rt", pinned=True)["items"][0]["id"] == pin_id
             context = engram.context("rt", max_tokens=500, language="en")
@@ -110,8 +112,9 @@ class TestEveryRoute:
 
     def test_a_findable_store_is_recalled_at_once(self, server: ServerProcess) -> None:
         with Client(server.base_url, api_key=ADMIN) as engram:
-            queued = engram.store("findable", "s1", TURNS, wait="findable")
-            assert queued["status"] == "queued" and queued["job_id"], queued
+            queued = engram.store("findable", "s1", TURNS)  # the default, wait=true
+            assert queued["status"] == "stored" and queued["job_id"], queued
+            assert not queued["memories_created"], queued  # built after the answer
             found = engram.recall("findable", "Where does my sister Mia live now?")
             assert "Lisbon" in found["block"], found
             assert wait_for_job(engram, queued["job_id"])["state"] == "done"
@@ -123,15 +126,16 @@ class TestEveryRoute:
                                                             ) -> None:
         with Client(server.base_url, api_key=ADMIN) as engram:
             engram.store("odd", "chat 7 #a?", [{"msg_id": "D3:7 x#y?", "role": "user",
-                                                "content": "The spare key is under the mat."}])
+                                                "content": "The spare key is under the mat."}],
+                         wait="built")  # the sessions ledger is the build's
             assert engram.get_session("odd", "chat 7 #a?")["message_count"] == 1
             assert engram.delete_message("odd", "chat 7 #a?", "D3:7 x#y?")["deleted"]
 
     def test_export_then_import_streams_with_the_same_counts(self, server: ServerProcess
                                                              ) -> None:
         with Client(server.base_url, api_key=ALICE) as engram:
-            engram.store("alice", "s1", TURNS)
-            engram.store("alice", "s2", ZH_TURNS)
+            engram.store("alice", "s1", TURNS, wait="built")
+            engram.store("alice", "s2", ZH_TURNS, wait="built")
             with engram.export_namespace("alice") as export:
                 assert export.header["namespace"] == "alice"
                 lines = list(export.lines())
@@ -147,8 +151,8 @@ class TestEveryRoute:
 class TestAsyncClient:
     async def test_store_recall_export_import(self, server: ServerProcess) -> None:
         async with AsyncClient(server.base_url, api_key=ADMIN) as engram:
-            await engram.store("async-ns", "s1", TURNS)
-            await engram.store("async-ns", "s2", ZH_TURNS)
+            await engram.store("async-ns", "s1", TURNS, wait="built")
+            await engram.store("async-ns", "s2", ZH_TURNS, wait="built")
             zh = await engram.recall("async-ns", "体检安排在哪天？")
             assert "体检" in zh["block"]
             en = await engram.recall("async-ns", "what store did we choose?")

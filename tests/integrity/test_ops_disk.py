@@ -52,7 +52,8 @@ def _fill_up(disk: Path) -> Path:
 
 async def _store(client: Any, session_id: str) -> Any:
     return await client.post("/v1/store", json={
-        "namespace": "alice", "session_id": session_id, "messages": _messages(session_id)})
+        "namespace": "alice", "session_id": session_id, "messages": _messages(session_id),
+        "wait": "built"})
 
 
 class TestDiskFull:

@@ -136,7 +136,7 @@ class TestStrictTypes:
               "timestamp": "2024-05-01T10:00:00+08:00"}
         en = {"msg_id": "e1", "role": "user", "content": "I moved to Berlin last spring.",
               "timestamp": "2024-05-01T10:00:00Z"}
-        await store(client, [zh, en], wait=True, incremental=True)
+        await store(client, [zh, en], wait="built", incremental=True)
         response = await client.post("/v1/recall", json={
             "namespace": "alice", "query": "where did I move", "top_k": 5, "max_tokens": 200,
             "other_branches": False, "time_from": "2024-01-01T00:00:00Z", "min_score": 0})
@@ -179,10 +179,10 @@ class TestStrictTypes:
 
 
 def _json_type(prop: Json, components: Json) -> str | None:
-    """The JSON type of a property, through `anyOf [T, null]` and `anyOf [T, const]`.
+    """The JSON type of a property, through `anyOf [T, null]` and `anyOf [T, literal words]`.
 
-    A `const` is one literal word (`wait: true | "findable"`): no lax value below equals
-    it, so the field is walked as T. Enums are not walked.
+    Literal words (`wait: true | "built" | "findable"`, a `const` or an `enum` in the anyOf):
+    no lax value below equals one, so the field is walked as T. Enums alone are not walked.
 
     (FastAPI validates a decoded body in pydantic's Python mode, where a strict IntEnum
     refuses plain JSON ints: enum fields keep lax validation.)
@@ -191,7 +191,7 @@ def _json_type(prop: Json, components: Json) -> str | None:
         return None
     if "anyOf" in prop:
         kinds = {_json_type(p, components) for p in prop["anyOf"]
-                 if "const" not in p} - {"null"}
+                 if "const" not in p and "enum" not in p} - {"null"}
         return kinds.pop() if len(kinds) == 1 else None
     kind = prop.get("type")
     return kind if isinstance(kind, str) else None

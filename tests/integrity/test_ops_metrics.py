@@ -30,7 +30,8 @@ async def _namespace_with_gauges(client: Any, namespace: str) -> None:
     zh = [{"msg_id": f"z{i}", "role": "user", "content": f"第{i}次会议讨论了季度预算和招聘计划。"}
           for i in range(6)]
     response = await client.post("/v1/store", json={
-        "namespace": namespace, "session_id": "s1", "messages": messages(0, 8) + zh},
+        "namespace": namespace, "session_id": "s1", "messages": messages(0, 8) + zh,
+        "wait": "built"},
         headers=bearer(ADMIN))
     assert response.status_code == 200, response.text
     response = await client.post("/v1/compression/run", json={"namespace": namespace,

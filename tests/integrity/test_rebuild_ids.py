@@ -180,7 +180,8 @@ async def test_two_processes_deleting_and_storing_on_one_data_dir(tmp_path: Any)
                 httpx.AsyncClient(base_url=b.base_url, timeout=120) as cb:
             first = await ca.post("/v1/store", json={"namespace": NAMESPACE,
                                                      "session_id": SESSION,
-                                                     "messages": msgs[:20]})
+                                                     "messages": msgs[:20],
+                                                     "wait": "built"})
             assert first.status_code == 200, first.text
             deleted = [m["msg_id"] for m in msgs[:20:3]]
 
@@ -196,7 +197,7 @@ async def test_two_processes_deleting_and_storing_on_one_data_dir(tmp_path: Any)
                 for i in range(20, 40, 4):
                     out.append(await cb.post("/v1/store", json={
                         "namespace": NAMESPACE, "session_id": SESSION,
-                        "messages": msgs[i:i + 4], "wait": i % 8 == 0}))
+                        "messages": msgs[i:i + 4], "wait": "built" if i % 8 == 0 else False}))
                 return out
 
             done = await asyncio.gather(deletes(), stores())

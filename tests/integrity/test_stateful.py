@@ -3,7 +3,8 @@
 A hypothesis `RuleBasedStateMachine` drives one real `engram serve` process (tests/procs.py:
 real LanceDB data directory, real bundled model) through the HTTP API only: stores of new
 sessions, appends, edits, id-less messages sent twice, msg_ids 1, 2, 3 reused by every
-session, `wait=false` and `wait="findable"` stores (also SIGKILLed right after the 202,
+session, stores with `wait=true` (the default: answered once findable, built after),
+`false` and `"built"` (those answered before their build also SIGKILLed right after it,
 followed at once by a delete of one of their messages, an older one or their session, or by
 a recall that must return their last message: read-your-writes), message and session
 deletes (also cut by a SIGKILL between two of their commits: app/ops/faults.py), forced
@@ -27,7 +28,7 @@ export, its memory list and its sessions ledger, the API's own reads):
   (never compressed or forgotten, whatever passes ran);
 - the sessions ledger counts each session's messages and lists its memories;
 - a namespace the step did not target has exactly the export it had before the step;
-- no response is a 5xx, and every `wait=false` or `wait="findable"` job finishes.
+- no response is a 5xx, and every build job of a `wait=true` or `false` store finishes.
 
 Bounded for CI by ENGRAM_STATEFUL_EXAMPLES / ENGRAM_STATEFUL_STEPS / ENGRAM_STATEFUL_RESTARTS;
 one server serves every example (fresh namespaces per example), so the model loads once.
@@ -224,15 +225,15 @@ class StatefulMachine(RuleBasedStateMachine):
 
     def store(self, ns: str, session_id: str, messages: list[Json], *, wait: bool | str,
               expect_new: int, expect_updated: int, expect_skipped: int) -> Json:
-        response = self.call("POST", "/v1/store", expect=(200,) if wait is True else (202, 200),
+        response = self.call("POST", "/v1/store", expect=(202, 200) if wait is False else (200,),
                              json={
             "namespace": ns, "session_id": session_id, "messages": messages, "wait": wait})
         body: Json = response.json()
         self.tally["stores"] += 1
         assert (body["new"], body["updated"], body["skipped"]) == (
             expect_new, expect_updated, expect_skipped), body
-        if response.status_code == 202:
-            assert body["job_id"], body
+        if response.status_code == 202 or (wait != "built" and body["status"] == "stored"):
+            assert body["job_id"], body  # the build follows the answer
             self.jobs.append(body["job_id"])
         return body
 
@@ -306,15 +307,15 @@ class StatefulMachine(RuleBasedStateMachine):
                 known[str(i + 1)] = Message(role, self.content(data, role), True)
             self.store(ns, session_id, [{"msg_id": k, "role": m.role, "content": m.content}
                                         for k, m in known.items()],
-                       wait=True, expect_new=4, expect_updated=0, expect_skipped=0)
+                       wait="built", expect_new=4, expect_updated=0, expect_skipped=0)
             self.seen[ns] = self.observe(ns)
 
     # --- rules: storing ----------------------------------------------------------------
 
     @rule(data=st.data(), count=st.integers(1, 5), reuse_ids=st.booleans(),
-          wait=st.booleans())
+          wait=st.sampled_from([True, False, "built"]))
     def store_new_session(self, data: st.DataObject, count: int, reuse_ids: bool,
-                          wait: bool) -> None:
+                          wait: bool | str) -> None:
         ns = self.namespace(data)
         self.touched.add(ns)
         self.sessions_made += 1
@@ -334,7 +335,7 @@ class StatefulMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.has_sessions())
     @rule(data=st.data(), count=st.integers(1, 4),
-          wait=st.sampled_from([True, False, "findable"]))
+          wait=st.sampled_from([True, False, "built"]))
     def append_to_session(self, data: st.DataObject, count: int, wait: bool | str) -> None:
         ns, session_id = self.stored_session(data)
         self.touched.add(ns)
@@ -352,10 +353,10 @@ class StatefulMachine(RuleBasedStateMachine):
             known[p["msg_id"]] = Message(p["role"], p["content"], True)
         self.maybe_crash_after_ack(data, wait)
 
-    @rule(data=st.data(), count=st.integers(1, 3), wait=st.sampled_from([False, "findable"]))
+    @rule(data=st.data(), count=st.integers(1, 3), wait=st.booleans())
     def store_later_then_recall(self, data: st.DataObject, count: int, wait: bool | str
                                 ) -> None:
-        """Read-your-writes: a `wait=false` or `wait="findable"` store's last message,
+        """Read-your-writes: a `wait=false` or `wait=true` store's last message,
         recalled by its own words at once, is returned: provisional (once) while its build
         has not landed, else in memories only; nothing of another namespace is.
 
@@ -385,11 +386,11 @@ class StatefulMachine(RuleBasedStateMachine):
         assert not provisional or holding == provisional[:1], holding
         assert all(m["id"].startswith("pending:") == m["provisional"] for m in holding)
         self.tally[("recalled provisionally" if provisional else "recalled built")
-                   + (" (findable)" if wait == "findable" else "")] += 1
+                   + (" (wait=true)" if wait is True else "")] += 1
 
     @precondition(lambda self: self.has_sessions())
-    @rule(data=st.data(), wait=st.booleans())
-    def edit_message(self, data: st.DataObject, wait: bool) -> None:
+    @rule(data=st.data(), wait=st.sampled_from([True, False, "built"]))
+    def edit_message(self, data: st.DataObject, wait: bool | str) -> None:
         """The same msg_id with new content: its memories are rebuilt."""
         ns, session_id = self.stored_session(data)
         known = self.models[ns].sessions[session_id]
@@ -419,12 +420,12 @@ class StatefulMachine(RuleBasedStateMachine):
             role = "user" if i % 2 == 0 else "assistant"
             msgs.append(Message(role, self.content(data, role), False))
         self.store(ns, session_id, [{"role": m.role, "content": m.content} for m in msgs],
-                   wait=True, expect_new=count, expect_updated=0, expect_skipped=0)
+                   wait="built", expect_new=count, expect_updated=0, expect_skipped=0)
         self.learn_derived_ids(ns, session_id, msgs)
 
     @precondition(lambda self: self.has_sessions())
-    @rule(data=st.data(), wait=st.booleans())
-    def resend_session(self, data: st.DataObject, wait: bool) -> None:
+    @rule(data=st.data(), wait=st.sampled_from([True, False, "built"]))
+    def resend_session(self, data: st.DataObject, wait: bool | str) -> None:
         """A session sent again as it is (id-less messages again without id): nothing new.
         With `wait=false` it is counted against the identities the server holds of the
         session since its last store (app/storage/log_cache.py), or read after a restart."""
@@ -439,8 +440,9 @@ class StatefulMachine(RuleBasedStateMachine):
         assert body["status"] == "unchanged", body
 
     def maybe_crash_after_ack(self, data: st.DataObject, wait: bool | str) -> None:
-        """After a 202 the raw log is the acknowledgement: a crash must not lose it."""
-        if wait is True or self.restarts >= RESTARTS:
+        """After an answer that came before the build (wait=true or false) the raw log is
+        the acknowledgement: a crash must not lose it."""
+        if wait == "built" or self.restarts >= RESTARTS:
             return
         if data.draw(st.sampled_from([False, False, True]), label="SIGKILL after 202"):
             self.restart(hard=True)

@@ -1,9 +1,10 @@
-"""`wait="findable"`: the answer means the next recall finds what was just stored, by its
-words and by each new turn's own vector, while the grown chunk is built in the background.
+"""`wait=true`, the default (once `wait="findable"`): the answer means the next recall finds
+what was just stored, by its words and by each new turn's own vector, while the grown chunk
+is built in the background.
 
 Through the HTTP API with real LanceDB and the real model. The build is held back as in
 test_read_your_writes.py: the test holds the namespace's write lock, which every build
-takes and a `findable` store does not (it takes only the raw-log lock), so the messages
+takes and a `wait=true` store does not (it takes only the raw-log lock), so the messages
 stay pending, with their own vectors held, until the test lets go.
 """
 
@@ -35,15 +36,20 @@ FACTS = {
 REPLY = {"en": "Noted, I'll remind you before it expires.", "zh": "好的，到期前我会提醒你。"}
 
 
-async def store(client: Any, contents: list[str], *, wait: Any = "findable",
+_DEFAULT = object()  # send no `wait`: the server's default, true
+
+
+async def store(client: Any, contents: list[str], *, wait: Any = _DEFAULT,
                 namespace: str = "alice", session_id: str = "s1", first: int = 1,
-                expect: int = 202) -> dict[str, Any]:
-    """Store user/assistant turns f<first>, f<first+1>, … of one session."""
+                expect: int | None = None) -> dict[str, Any]:
+    """Store user/assistant turns f<first>, f<first+1>, … of one session (202 expected
+    for wait=false, else 200)."""
     response = await client.post("/v1/store", json={
-        "namespace": namespace, "session_id": session_id, "wait": wait,
+        "namespace": namespace, "session_id": session_id,
+        **({} if wait is _DEFAULT else {"wait": wait}),
         "messages": [{"msg_id": f"f{first + i}", "role": "user" if i % 2 == 0 else "assistant",
                       "content": content} for i, content in enumerate(contents)]})
-    assert response.status_code == expect, response.text
+    assert response.status_code == (expect or (202 if wait is False else 200)), response.text
     body: dict[str, Any] = response.json()
     return body
 
@@ -66,12 +72,13 @@ async def e5_client(open_client: Any, e5: Any) -> Any:
 
 
 class TestTheAnswer:
-    async def test_findable_answers_202_with_a_job_that_builds_the_memories(
-            self, client: Any) -> None:
+    @pytest.mark.parametrize("wait", [_DEFAULT, True, "findable"])
+    async def test_the_default_answers_once_findable_with_a_job_that_builds(
+            self, client: Any, wait: Any) -> None:
         engram = client.app.state.engram
-        async with engram.locks.hold("alice"):
-            body = await store(client, [FACTS["en"]["content"], REPLY["en"]])
-            assert body["status"] == "queued" and body["job_id"], body
+        async with engram.locks.hold("alice"):  # no build can run: the answer came first
+            body = await store(client, [FACTS["en"]["content"], REPLY["en"]], wait=wait)
+            assert body["status"] == "stored" and body["job_id"], body
             assert (body["new"], body["memories_created"]) == (2, []), body
             assert held(client) == 2  # each new turn's own vector, before the answer
             job = (await client.get(f"/v1/jobs/{body['job_id']}")).json()
@@ -80,22 +87,22 @@ class TestTheAnswer:
         job = (await client.get(f"/v1/jobs/{body['job_id']}")).json()
         assert job["state"] == "done" and job["result"]["memories_created"], job
 
-    async def test_wait_true_and_false_keep_their_answers(self, client: Any) -> None:
-        built = await store(client, [FACTS["en"]["content"]], wait=True, expect=200)
+    async def test_built_and_false_keep_their_answers(self, client: Any) -> None:
+        built = await store(client, [FACTS["en"]["content"]], wait="built")
         assert built["status"] == "stored" and built["memories_created"], built
         queued = await store(client, [REPLY["en"]], wait=False, first=2)
         assert queued["status"] == "queued" and queued["job_id"], queued
         assert held(client) == 0  # neither embeds a turn on its own
         await wait_idle(client)
 
-    @pytest.mark.parametrize("wait", ["fast", "true", "FINDABLE", 1, None, ["findable"]])
+    @pytest.mark.parametrize("wait", ["fast", "true", "BUILT", 1, None, ["built"]])
     async def test_any_other_wait_value_is_a_422_naming_the_valid_ones(
             self, client: Any, wait: Any) -> None:
         response = await client.post("/v1/store", json={
             "namespace": "alice", "session_id": "s1", "wait": wait,
             "messages": [{"role": "user", "content": "hello there"}]})
         assert response.status_code == 422, response.text
-        assert 'true, false or \\"findable\\"' in response.text, response.text
+        assert 'true, false or \\"built\\"' in response.text, response.text
 
 
 class TestFoundAtOnce:
@@ -224,7 +231,7 @@ class TestTheHolder:
         async with open_client(pending_vectors_max_rows=0) as client:
             async with client.app.state.engram.locks.hold("alice"):
                 body = await store(client, [FACTS["en"]["content"]])
-                assert body["status"] == "queued"
+                assert body["status"] == "stored" and body["job_id"]
                 assert held(client) == 0
                 assert holding(await recall(client, FACTS["en"]["query"]), "f1")
             await wait_idle(client)

@@ -41,7 +41,7 @@ async def test_recalls_during_a_long_build_come_back_first_and_the_build_still_f
     imported = chat_messages(random.Random(14), 400, id_prefix="imp-")
     before = waited_seconds((await client.get("/metrics")).text)
     importing = asyncio.create_task(client.post("/v1/store", json={
-        "namespace": "mei", "session_id": "import", "messages": imported, "wait": True}))
+        "namespace": "mei", "session_id": "import", "messages": imported, "wait": "built"}))
     await asyncio.sleep(0)  # the store call has started
 
     answered_during_import = 0

@@ -108,7 +108,7 @@ async def test_a_server_paused_past_its_lease_commits_nothing_after_the_takeover
             assert _memory_rows(b) == [], "A's build landed before it was frozen: no test"
             started = time.monotonic()
             # B waits for the lease until it has stood still for a TTL, takes it, builds.
-            response = await post_store(cb, NAMESPACE, SESSION, edited, wait=True)
+            response = await post_store(cb, NAMESPACE, SESSION, edited, wait="built")
             assert response.status_code == 200, response.text
             assert response.json()["updated"] == 2
             assert time.monotonic() - started >= TTL_SECONDS

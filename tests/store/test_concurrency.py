@@ -165,7 +165,7 @@ class TestCheapAcknowledgement:
         big = chat_messages(random.Random(8), 300, id_prefix="big")
         small = chat_messages(random.Random(9), 2, id_prefix="small")
         async with client_for(server) as client:
-            build = asyncio.create_task(post_store(client, ns, "big", big, wait=True))
+            build = asyncio.create_task(post_store(client, ns, "big", big, wait="built"))
             await asyncio.sleep(1.0)  # the big build holds the namespace lock by now
             assert not build.done()
             started = time.monotonic()

@@ -57,7 +57,7 @@ def start(server: ServerProcess, crash_at: str | None) -> httpx.Client:
 
 def store(client: httpx.Client, session_id: str, msgs: list[Json]) -> None:
     response = client.post("/v1/store", json={"namespace": NS, "session_id": session_id,
-                                               "messages": msgs, "wait": True})
+                                               "messages": msgs, "wait": "built"})
     assert response.status_code == 200, response.text
 
 
@@ -148,7 +148,7 @@ def test_message_deletes_cut_by_a_crash_are_finished_at_restart(server: ServerPr
         assert_message_deleted(client, "en", english, victim)  # still whole
         # Both deletes were finished once: each message, sent again, is new.
         again = client.post("/v1/store", json={"namespace": NS, "session_id": "zh",
-                                               "messages": chinese, "wait": True}).json()
+                                               "messages": chinese, "wait": "built"}).json()
         assert (again["new"], again["skipped"]) == (1, 7), again
 
 
@@ -189,7 +189,7 @@ async def test_the_sweep_finishes_a_dead_servers_delete_and_keeps_what_was_rewri
                            chunk_max_turns=3) as client:
         for session_id, msgs in (("en", english), ("zh", chinese)):
             response = await client.post("/v1/store", json={
-                "namespace": ns, "session_id": session_id, "messages": msgs, "wait": True})
+                "namespace": ns, "session_id": session_id, "messages": msgs, "wait": "built"})
             assert response.status_code == 200, response.text
         repo = client.app.state.engram.repo
         hashes = {m.msg_id: m.content_hash for s in ("en", "zh")

@@ -52,7 +52,7 @@ async def test_a_store_behind_a_stream_of_recalls_waits_for_them_only_so_long(
         started = time.perf_counter()
         # ~30 chunks: ~30 texts analysed, each a boundary where the build steps aside.
         body = await store(client, chat_messages(random.Random(37), 120, id_prefix="imp-"),
-                           namespace="fair", session_id="import", wait=True)
+                           namespace="fair", session_id="import", wait="built")
         took = time.perf_counter() - started
         during = answered[0] - asked
     finally:

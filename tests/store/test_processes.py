@@ -57,9 +57,11 @@ async def client_for(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def post_store(client: httpx.AsyncClient, namespace: str, session_id: str,
-                     msgs: list[Json], **extra: Any) -> httpx.Response:
+                     msgs: list[Json], wait: bool | str = "built", **extra: Any
+                     ) -> httpx.Response:
     return await client.post("/v1/store", json={
-        "namespace": namespace, "session_id": session_id, "messages": msgs, **extra})
+        "namespace": namespace, "session_id": session_id, "messages": msgs, "wait": wait,
+        **extra})
 
 
 async def ledger(client: httpx.AsyncClient, namespace: str, session_id: str) -> Json | None:
@@ -451,7 +453,7 @@ async def test_sigkill_mid_ingest_loses_no_acknowledged_message(
         # A client whose request got no answer sends it again: the raw log write is atomic,
         # so the session was stored whole or not at all, and the retry never duplicates.
         for key in unacked:
-            response = await post_store(client, *key, sessions[key], wait=True)
+            response = await post_store(client, *key, sessions[key], wait="built")
             assert response.status_code == 200, response.text
             body = response.json()
             assert (body["new"], body["skipped"]) in ((50, 0), (0, 50)), body

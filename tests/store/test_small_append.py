@@ -57,7 +57,8 @@ async def seed_session(client: Any) -> None:
     response = await client.post("/v1/store", json={
         "namespace": "alice", "session_id": "s1", "messages": [
             {"msg_id": "t1", "role": "user", "content": "I moved to Lisbon in May."},
-            {"msg_id": "t2", "role": "user", "content": "我下周二去杭州出差。"}]})
+            {"msg_id": "t2", "role": "user", "content": "我下周二去杭州出差。"}],
+        "wait": "built"})
     assert response.status_code == 200, response.text
 
 
@@ -208,7 +209,8 @@ class TestWaitingSmallAppend:
         await seed_session(client)
         with recording(repo) as calls:
             response = await client.post("/v1/store", json={
-                "namespace": "alice", "session_id": "s1", "messages": NEW_TURNS})
+                "namespace": "alice", "session_id": "s1", "messages": NEW_TURNS,
+                "wait": "built"})
         assert response.status_code == 200, response.text
         assert response.json()["new"] == 2 and response.json()["memories_updated"]
         # The session's memories, ledger and queued jobs are read while its raw log is
@@ -246,7 +248,8 @@ class TestNewSessionBuild:
         await seed_session(client)  # the namespace holds memories: the superseded search runs
         with recording(repo) as calls:
             response = await client.post("/v1/store", json={
-                "namespace": "alice", "session_id": "import-1", "messages": _IMPORT_TURNS})
+                "namespace": "alice", "session_id": "import-1", "messages": _IMPORT_TURNS,
+                "wait": "built"})
         assert response.status_code == 200, response.text
         created = response.json()["memories_created"]
         assert len(created) >= 3, response.json()
@@ -266,10 +269,11 @@ class TestNewSessionBuild:
 
     async def test_a_replayed_build_writes_no_memory_twice(self, client: Any) -> None:
         """A crash after the appended memories landed, before the raw log was marked done:
-        the build runs again (here: the same session sent again with `wait=true`, which
+        the build runs again (here: the same session sent again with `wait="built"`, which
         builds pending messages) and finds every chunk stored with its text."""
         repo = client.app.state.engram.repo
-        body = {"namespace": "alice", "session_id": "import-1", "messages": _IMPORT_TURNS}
+        body = {"namespace": "alice", "session_id": "import-1", "messages": _IMPORT_TURNS,
+                "wait": "built"}
         first = await client.post("/v1/store", json=body)
         assert first.status_code == 200, first.text
         rows = await repo.session_messages("alice", "import-1")
@@ -313,7 +317,8 @@ async def test_a_build_writes_its_events_and_the_superseded_ones_in_one_commit(
         response = await client.post("/v1/store", json={
             "namespace": language, "session_id": session_id, "messages": [
                 {"msg_id": f"{session_id}-{i}", "role": "user", "content": text,
-                 "timestamp": f"2026-03-{date}T09:0{i}:00Z"} for i, text in enumerate(texts)]})
+                 "timestamp": f"2026-03-{date}T09:0{i}:00Z"} for i, text in enumerate(texts)],
+            "wait": "built"})
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         return body

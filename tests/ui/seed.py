@@ -86,7 +86,8 @@ def _turns(pairs: list[tuple[str, str]], prefix: str, day: int) -> list[dict[str
 def seed(client: httpx.Client) -> None:
     def store(namespace: str, session_id: str, msgs: list[dict[str, Any]]) -> None:
         response = client.post("/v1/store", json={"namespace": namespace,
-                                                  "session_id": session_id, "messages": msgs})
+                                                  "session_id": session_id, "messages": msgs,
+                                                  "wait": "built"})
         response.raise_for_status()
 
     store("alice", "en-1", _turns(ALICE_EN, "e", 20))

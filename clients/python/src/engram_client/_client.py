@@ -21,7 +21,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8420"
-# A store with wait=true embeds before it answers, an import of a large namespace too.
+# A store with wait="built" builds before it answers, an import of a large namespace too.
 DEFAULT_TIMEOUT = 120.0
 NDJSON = "application/x-ndjson"
 

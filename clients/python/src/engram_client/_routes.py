@@ -80,16 +80,17 @@ def _text(response: httpx.Response) -> str:
 def store(namespace: str, session_id: str, messages: Sequence[Message], *,
           source: str | None = None, branch: str | None = None,
           tags: Sequence[str] | None = None, incremental: bool | None = None,
-          wait: bool | Literal["findable"] | None = None,
+          wait: bool | Literal["built", "findable"] | None = None,
           pinned: bool | None = None) -> Call[StoreResult]:
     """Store a session's messages incrementally (`POST /v1/store`).
 
     Only new and changed messages are processed: send the whole conversation every time, or
-    just its new turns. `wait=True` (the server's default) returns once the memories are
-    built, with their ids. `wait="findable"` returns once the messages are safe and the next
-    recall finds them by keyword and by each new turn's own vector; `wait=False` once they
-    are safe (found by keyword). Both answer status `queued` (poll `get_job`) and build in
-    the background. `pinned=True` pins every memory holding these messages.
+    just its new turns. `wait=True` (the server's default) returns once the messages are
+    safe and the next recall finds them by keyword and by each new turn's own vector, with
+    the background build's `job_id` (status `stored`). `wait="built"` returns once the
+    memories are built, with their ids. `wait=False` returns once the messages are safe
+    (found by keyword), status `queued`. Poll `get_job` for a build's memory ids.
+    `pinned=True` pins every memory holding these messages.
     """
     return Call("POST", "/v1/store", json_of(StoreResult), json=_given(
         namespace=namespace, session_id=session_id, messages=list(messages), source=source,
@@ -98,7 +99,7 @@ def store(namespace: str, session_id: str, messages: Sequence[Message], *,
 
 
 def get_job(job_id: str) -> Call[Job]:
-    """State of a store made with `wait=False` or `"findable"` (`GET /v1/jobs/{id}`)."""
+    """The background build of a store made with `wait=True` or `False` (`GET /v1/jobs/{id}`)."""
     return Call("GET", f"/v1/jobs/{segment(job_id)}", json_of(Job))
 
 
