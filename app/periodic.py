@@ -29,6 +29,15 @@ def stopping() -> bool:
     return task is None or task.cancelling() > 0
 
 
+def end_if_stopping() -> None:
+    """Raise CancelledError when the running task's stop was requested and swallowed on the
+    way: on Python 3.11, `asyncio.wait_for` whose awaited result was ready as the cancel
+    came returns that result instead (the worker then built on and never ended, and its
+    `stop()` waited for good). A loop calls this at the top of each iteration."""
+    if stopping():
+        raise asyncio.CancelledError
+
+
 class Periodic:
     """Run `step` every `interval` seconds, in a task of its own, until stopped.
 
@@ -70,6 +79,7 @@ class Periodic:
     async def run(self) -> None:
         """The loop itself, forever (`start` runs it in a task; cancel it to stop)."""
         while True:
+            end_if_stopping()
             self.beat()
             await self._wait()
             try:

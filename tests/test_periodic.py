@@ -93,3 +93,23 @@ class TestPeriodic:
             await loop.stop()
         assert cancelled.is_set()
         await loop.stop()  # twice is harmless
+
+    async def test_a_stop_a_step_swallowed_still_ends_the_loop(self) -> None:
+        """On Python 3.11 `asyncio.wait_for` returns a result that was ready as the cancel
+        came instead of raising it: the step ends normally and the loop must still stop."""
+        started = asyncio.Event()
+
+        async def step() -> None:
+            started.set()
+            ready = asyncio.get_running_loop().create_future()
+            ready.set_result(None)
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await ready  # as wait_for does: the result, not the cancellation
+
+        loop = Periodic("maintenance", step, interval=0.0)
+        loop.start()
+        await asyncio.wait_for(started.wait(), 5)
+        async with asyncio.timeout(5):
+            await loop.stop()

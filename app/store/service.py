@@ -33,7 +33,7 @@ from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unavaila
 from app.locks import NamespaceLocks
 from app.ops.malloc import release_free_memory
 from app.ops.metrics import Metrics
-from app.periodic import stopping
+from app.periodic import end_if_stopping, stopping
 from app.storage.records import JobRecord, MessageRecord
 from app.storage.repository import Repository
 from app.store.builder import BuildOutcome, DerivedState, MemoryBuilder, stage_timer
@@ -368,6 +368,7 @@ class StoreService:
 
     async def _run_queue(self) -> None:
         while True:
+            end_if_stopping()
             self.heartbeat = datetime.now(UTC)
             try:
                 key = await asyncio.wait_for(self._queue.get(), timeout=_IDLE_SECONDS)

@@ -52,3 +52,34 @@ async def test_a_stray_cancellation_fails_one_build_not_the_worker(client: Any,
         else "水管工什么时候来？"})
     assert recalled.json()["count"] >= 1
     assert not any(m.get("provisional") for m in recalled.json()["memories"])
+
+
+async def test_a_stop_a_build_swallowed_still_ends_the_worker(client: Any) -> None:
+    """On Python 3.11 `asyncio.wait_for` returns a result that was ready as the cancel came
+    instead of raising it: the build goes on to its end, and the worker must still stop
+    there (its `stop()` once waited for good: a test hung in it)."""
+    state = client.app.state.engram
+    builder = state.builder
+    build = builder.build_session
+    started = asyncio.Event()
+
+    async def swallowing(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        ready = asyncio.get_running_loop().create_future()
+        ready.set_result(None)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await ready  # as wait_for does: the result, not the cancellation
+        return await build(*args, **kwargs)
+
+    builder.build_session = swallowing
+    response = await client.post("/v1/store", json={
+        "namespace": "alice", "session_id": "s1", "wait": False, "messages": TURNS["en"]})
+    assert response.status_code == 202, response.text
+    await asyncio.wait_for(started.wait(), 30)
+    async with asyncio.timeout(30):
+        await state.store.stop()
+    builder.build_session = build
+    state.store.start()
+    assert await job_state(client, response.json()["job_id"], seconds=60) == "done"
