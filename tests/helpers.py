@@ -43,6 +43,17 @@ async def all_memories(client: AppClient, namespace: str = "alice", **params: An
     return items
 
 
+async def sleep_until_cancelled_then_return() -> None:
+    """Wait until cancelled, then return normally: what `asyncio.wait_for` does on Python
+    3.11 when its awaited result was ready as the cancel came (the cancellation is lost)."""
+    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    ready.set_result(None)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        await ready
+
+
 async def wait_idle(client: AppClient) -> None:
     await client.app.state.engram.store.idle()  # type: ignore[attr-defined]
 

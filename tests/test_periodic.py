@@ -9,6 +9,7 @@ from collections.abc import Callable
 from structlog.testing import capture_logs
 
 from app.periodic import Periodic
+from tests.helpers import sleep_until_cancelled_then_return
 
 
 async def until(check: Callable[[], bool], *, seconds: float = 5.0) -> None:
@@ -101,12 +102,7 @@ class TestPeriodic:
 
         async def step() -> None:
             started.set()
-            ready = asyncio.get_running_loop().create_future()
-            ready.set_result(None)
-            try:
-                await asyncio.sleep(3600)
-            except asyncio.CancelledError:
-                await ready  # as wait_for does: the result, not the cancellation
+            await sleep_until_cancelled_then_return()
 
         loop = Periodic("maintenance", step, interval=0.0)
         loop.start()

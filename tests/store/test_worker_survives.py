@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import job_state
+from tests.helpers import job_state, sleep_until_cancelled_then_return
 
 TURNS = {
     "en": [{"msg_id": "a1", "role": "user", "content": "The plumber comes on Thursday at 8."}],
@@ -65,12 +65,7 @@ async def test_a_stop_a_build_swallowed_still_ends_the_worker(client: Any) -> No
 
     async def swallowing(*args: Any, **kwargs: Any) -> Any:
         started.set()
-        ready = asyncio.get_running_loop().create_future()
-        ready.set_result(None)
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            await ready  # as wait_for does: the result, not the cancellation
+        await sleep_until_cancelled_then_return()
         return await build(*args, **kwargs)
 
     builder.build_session = swallowing
