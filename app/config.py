@@ -136,9 +136,9 @@ class Settings(BaseSettings):
     # build lands (app/storage/pending_cache.py, read-your-writes). 0 turns it off: every
     # recall then reads the namespace's pending rows from the raw log.
     pending_cache_max_rows: int = Field(default=5_000, ge=0)
-    # Vectors of pending messages stored with wait="findable" (each turn on its own), held
+    # Vectors of pending messages stored with wait=true (each turn on its own), held
     # until their build lands (app/storage/pending_vectors.py, ~1.5 KB each with 384
-    # dimensions), oldest out first. 0 holds none: "findable" is then found by keyword only.
+    # dimensions), oldest out first. 0 holds none: wait=true is then found by keyword only.
     pending_vectors_max_rows: int = Field(default=5_000, ge=0)
     skip_small_talk: bool = True
     # The recall firewall (app/store/firewall.py): Engram's own injection block, or an

@@ -7,7 +7,7 @@ Encoding runs on two dedicated threads, so a recall's question never waits for s
    question queued when it starts (the parts of a compound question, questions that arrived
    during the previous pass). While questions come concurrently the first also waits up to
    `embedding_batch_wait_ms` for companions; a lone question does not wait. A few texts a
-   caller waits for now (a `wait="findable"` store's new turns) share that thread, encoded
+   caller waits for now (a `wait=true` store's new turns) share that thread, encoded
    as stored text in a pass of their own (`embed_now`).
 2. Stored text has the other thread, at a lower OS priority (`build_niceness`), with two
    lanes: `passage` (texts being stored: the store builder, memory edits, imports) before
@@ -64,7 +64,7 @@ log = structlog.get_logger(__name__)
 
 __all__ = ["EmbeddingPool", "Lane", "Vector", "load_model"]
 
-# Texts `embed_now` encodes on the questions' thread at most: a findable store's turns are
+# Texts `embed_now` encodes on the questions' thread at most: a `wait=true` store's turns are
 # one or two; each text adds to a question's wait for that thread.
 _NOW_MAX_TEXTS = 8
 
@@ -177,11 +177,11 @@ class EmbeddingPool:
 
     async def embed_now(self, texts: list[str]) -> Vector:
         """Encode a few texts a caller waits for now, as stored text, on the questions'
-        thread: a `wait="findable"` store's new turns (decision 0015), acknowledged once
+        thread: a `wait=true` store's new turns (decision 0015), acknowledged once
         they have vectors. Behind the builds' slices on the stored-text thread they waited
-        seconds during an ingest (bench/read_your_writes.py --fact-wait findable, 8
+        seconds during an ingest (bench/read_your_writes.py --fact-wait true, 8
         tenants: acknowledgement p50 226 ms, p99 2.4 s). More than `_NOW_MAX_TEXTS` (an
-        import sent as findable) take their turn with other stored text instead: they would
+        import) take their turn with other stored text instead: they would
         hold the questions' thread as long."""
         if len(texts) > _NOW_MAX_TEXTS:
             return await self.embed_many(texts)

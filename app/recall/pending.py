@@ -1,12 +1,12 @@
 """The pending search: read-your-writes for messages not built into memories yet.
 
-A `wait=false` or `wait="findable"` store is acknowledged once its messages are in the raw
+A `wait=true` or `wait=false` store is acknowledged once its messages are in the raw
 log as `pending`; its build (chunking, classifying, embedding) runs after, in the
 background. Until it lands, no memory holds them, and a recall made right after the
 acknowledgement would not find what the user just said. So each search also looks at the
 namespace's pending messages (held between recalls: app/storage/pending_cache.py): the
 ones holding a word of the question (the terms recall matches memories by, `query_terms`)
-become candidates, and so do those whose own vector (computed by a `findable` store before
+become candidates, and so do those whose own vector (computed by a `wait=true` store before
 it answered: app/storage/pending_vectors.py) gives them a relevance of at least the
 recall's `min_score` on its own, with no word in common (score.py's `relevance`, the same
 scale and model bands as any memory: a Chinese question about an English turn just stored).
@@ -26,7 +26,7 @@ What the build would cut out of a message is cut out here too: an injection bloc
 carries (the recall firewall's rule 1); a message that is nothing but one is left out.
 
 Limits: a `wait=false` store's messages only by keyword (a question in another language
-than the message does not find them), a `findable` one's by each message's own vector, not
+than the message does not find them), a `wait=true` one's by each message's own vector, not
 its chunk's; only messages that pass the request's branch, session and time filters (none
 when it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
 sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
@@ -152,7 +152,7 @@ class PendingSearch:
             return [Candidate(memory, when=_latest(group), words_only=True)
                     for memory, group in zip(memories, latest, strict=True)]
         question = query_vector.astype(np.float32)
-        # A message with no vector of its own (a `findable` store's) gets one of its line,
+        # A message with no vector of its own (a `wait=false` store's) gets one of its line,
         # in the question's pass, kept for every later recall whatever it asks: the same
         # new turns are matched again and again until their build lands. (One vector per
         # session's matching lines was a new text, and a model call, for each question.)
@@ -183,7 +183,7 @@ class PendingSearch:
 
     def _own_vectors(self, messages: list[MessageRecord]
                      ) -> dict[tuple[str, str], np.ndarray]:
-        """(session, msg_id) -> the message's own vector, where a `findable` store held one
+        """(session, msg_id) -> the message's own vector, where a `wait=true` store held one
         for its current content (app/storage/pending_vectors.py)."""
         holder = self._repo.pending_vectors
         if not holder.held_rows:

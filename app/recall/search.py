@@ -7,7 +7,7 @@ memories. A named date or a referenced session adds a small vector
 search inside it. A keyword-only hit gets its cosine from its stored vector: one scale for all.
 A search not done by the recall's deadline is dropped, and the other one answers
 (deadline.py). The pending search (pending.py) adds the namespace's messages not built into
-memories yet that hold a word of the question, or whose own vector (a `findable` store's)
+memories yet that hold a word of the question, or whose own vector (a `wait=true` store's)
 passes `min_score`, as provisional memories (read-your-writes).
 """
 

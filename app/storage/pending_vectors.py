@@ -1,6 +1,6 @@
-"""Vectors of pending messages stored with `wait="findable"`, held until their build lands.
+"""Vectors of pending messages stored with `wait=true`, held until their build lands.
 
-A `findable` store embeds each new or changed turn on its own (as its build will cut it:
+A `wait=true` store embeds each new or changed turn on its own (as its build will cut it:
 the recall firewall's rule 1) before it answers, and puts the vectors here; the pending
 search (app/recall/pending.py) then finds those messages by their own vector as well as by
 their words, with no model call in the recall. The grown chunk's vector is the build's.
@@ -31,7 +31,7 @@ class PendingVectors:
     """A bounded, process-wide map from pending messages to their own vectors.
 
     Args:
-        max_rows: vectors held in all; 0 holds none (`findable` is then as `false`).
+        max_rows: vectors held in all; 0 holds none (`wait=true` is then as `false`).
     """
 
     def __init__(self, *, max_rows: int) -> None:

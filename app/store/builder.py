@@ -310,7 +310,7 @@ class MemoryBuilder:
     async def hold_turn_vectors(self, messages: Sequence[MessageRecord]) -> int:
         """Embed each of `messages` (just written as pending) on its own, as its build will
         cut it, and hold the vectors until the build lands (app/storage/pending_vectors.py):
-        a `wait="findable"` store's promise that the next recall finds them by vector too.
+        a `wait=true` store's promise that the next recall finds them by vector too.
 
         What the build makes into no memory gets no vector: a message that is nothing but
         an injection block (firewall rule 1; a block a message carries is cut out first),

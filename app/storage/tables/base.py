@@ -108,7 +108,7 @@ class TableBase:
         # the namespaces' pending messages; told of every raw-log write like the above.
         self.pending_cache = PendingCache(
             tables["messages"], max_rows=pending_cache_rows if reads_see_every_write else 0)
-        # The own vectors of pending messages stored with wait="findable" (pending_vectors.py),
+        # The own vectors of pending messages stored with wait=true (pending_vectors.py),
         # checked by content hash at every use: no version check needed.
         self.pending_vectors = PendingVectors(max_rows=pending_vectors_rows)
         reporters: dict[str, Any] = {"memories": self._report_memories,

@@ -75,7 +75,7 @@ class MessagesTable(TableBase):
             done = tuple((m.namespace, m.session_id, m.msg_id, m.content_hash) for m in messages)
             await self._write("messages", Update({"state": "done"}, where, rows=len(messages),
                                                  change=LogChange(done=done)))
-            # The build landed: the own vectors of what it built (wait="findable") go.
+            # The build landed: the own vectors of what it built (wait=true) go.
             self.pending_vectors.forget_built(done)
 
     async def pending_sessions(self, *, received_before: datetime | None = None
