@@ -62,11 +62,12 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["EmbeddingPool", "Lane", "Vector", "load_model"]
+__all__ = ["NOW_MAX_TEXTS", "EmbeddingPool", "Lane", "Vector", "load_model"]
 
 # Texts `embed_now` encodes on the questions' thread at most: a `wait=true` store's turns are
-# one or two; each text adds to a question's wait for that thread.
-_NOW_MAX_TEXTS = 8
+# one or two; each text adds to a question's wait for that thread. (A store of more new
+# turns builds before it answers instead: app/store/service.py.)
+NOW_MAX_TEXTS = 8
 
 
 class Lane(IntEnum):
@@ -180,10 +181,10 @@ class EmbeddingPool:
         thread: a `wait=true` store's new turns (decision 0015), acknowledged once
         they have vectors. Behind the builds' slices on the stored-text thread they waited
         seconds during an ingest (bench/read_your_writes.py --fact-wait true, 8
-        tenants: acknowledgement p50 226 ms, p99 2.4 s). More than `_NOW_MAX_TEXTS` (an
+        tenants: acknowledgement p50 226 ms, p99 2.4 s). More than `NOW_MAX_TEXTS` (an
         import) take their turn with other stored text instead: they would
         hold the questions' thread as long."""
-        if len(texts) > _NOW_MAX_TEXTS:
+        if len(texts) > NOW_MAX_TEXTS:
             return await self.embed_many(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

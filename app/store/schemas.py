@@ -100,7 +100,8 @@ class StoreRequest(BaseModel):
         description="What the answer promises. true (the default): the messages are durable "
         "and a recall made after the answer finds them, by keyword and by each new turn's "
         "own vector (200 with job_id: the memories are built or merged in the background, "
-        "returned as provisional until then; their ids are in the job's result). "
+        "returned as provisional until then; their ids are in the job's result; more than 8 "
+        "new messages are built before the answer instead, as with \"built\"). "
         "\"built\": the memories are built before the answer (200, with their ids in "
         "memories_created); the slowest answer, for a caller that needs the ids. false: the "
         "messages are durable and a recall finds them by keyword (202 and a job; the "
@@ -144,11 +145,12 @@ class StoreResult(BaseModel):
     updated: int = Field(description="Stored messages whose content changed.")
     skipped: int = Field(description="Messages already stored unchanged.")
     memories_created: list[str] = Field(
-        description="Ids of the memories built anew (wait=\"built\"; otherwise in the "
-        "job's result once built).", default_factory=list)
+        description="Ids of the memories built anew (wait=\"built\", or wait=true with more "
+        "than 8 new messages; otherwise in the job's result once built).", default_factory=list)
     memories_updated: list[str] = Field(
         description="Ids of existing memories rebuilt because their messages changed "
-        "(wait=\"built\"; otherwise in the job's result).", default_factory=list)
+        "(wait=\"built\", or wait=true with more than 8 new messages; otherwise in the "
+        "job's result).", default_factory=list)
     firewalled: list[str] = Field(
         default_factory=list,
         description="msg_ids kept in the raw log but made into no memory: Engram's own "

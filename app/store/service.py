@@ -10,9 +10,10 @@ after it is repaired at start-up by building every pending session again.
 
 Three answers (`StoreRequest.mode`): `wait=true` (the default) after the raw-log write and
 each new turn embedded on its own, held for the pending search until the build lands (its
-vector alone, not the grown chunk's: a few short texts instead of the whole window);
-`wait=false` after the raw-log write alone; both queue the build. `wait="built"` answers
-after the build, with the memories' ids (docs/decisions/0015-findable-writes.md).
+vector alone, not the grown chunk's: a few short texts instead of the whole window), or
+after the build itself when more than a few turns are new; `wait=false` after the raw-log
+write alone; both queue the build. `wait="built"` answers after the build, with the
+memories' ids (docs/decisions/0015-findable-writes.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 import structlog
 
 from app.config import Settings
+from app.embedding.pool import NOW_MAX_TEXTS
 from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unavailable
 from app.locks import NamespaceLocks
 from app.ops.malloc import release_free_memory
@@ -162,17 +164,17 @@ class StoreService:
             result, _, written = await self._write_raw_log(request, incoming)
             lap("ack")
             if result.job_id is not None:
+                built = False
                 try:
                     if request.mode is StoreMode.findable:
-                        # Findable by vector too: each new turn's own, before the answer.
-                        await self._builder.hold_turn_vectors(written or [])
+                        # What wait=true promises (durable, findable) is done before the
+                        # answer; the job is the build that follows, so the answer is no 202.
+                        result.status = StoreStatus.stored
+                        built = await self._findable(ns, sid, written or [], result)
                         lap("findable")
                 finally:  # acknowledged in the raw log: built whatever happens here
-                    self.enqueue(ns, sid)
-                if request.mode is StoreMode.findable:
-                    # What wait=true promises is done (durable, findable); the job is the
-                    # build that follows, so the answer is no 202.
-                    result.status = StoreStatus.stored
+                    if not built:
+                        self.enqueue(ns, sid)
         else:
             async with self._locks.hold(ns):
                 # What the build reads besides the raw log (memories, ledger, queued jobs) is
@@ -195,6 +197,37 @@ class StoreService:
         log.info("store", namespace=ns, session_id=sid, status=result.status, new=result.new,
                  updated=result.updated, skipped=result.skipped)
         return result
+
+    async def _findable(self, namespace: str, session_id: str,
+                        written: list[MessageRecord], result: StoreResult) -> bool:
+        """Make a `wait=true` store's new turns findable by vector: each turn's own vector,
+        held until the build lands; or, for more new turns than the questions' thread
+        encodes at once (an import, a session sent whole), the build itself. Returns whether
+        the build ran (then `result` carries its memories and its job is done).
+
+        Built now, more turns cost one pass of the model, not their own vectors and then
+        the chunks'; and a loader sending sessions whole is paced by its builds rather than
+        growing the pending queue (decision 0015). A namespace busy past the lock timeout
+        (another server's build) gets the held vectors instead: the answer never waits
+        twice."""
+        if len(written) > NOW_MAX_TEXTS:
+            try:
+                async with self._locks.hold(namespace):
+                    derived, jobs = await asyncio.gather(
+                        self._builder.read_derived(namespace, session_id),
+                        self._repo.unfinished_jobs(namespace, session_id))
+                    outcome = await self._build(namespace, session_id, derived=derived,
+                                                queued_jobs=jobs)
+            except Unavailable as busy:
+                log.warning("store_build_deferred", namespace=namespace,
+                            session_id=session_id, reason=str(busy)[:200])
+            else:
+                result.memories_created = outcome.created
+                result.memories_updated = outcome.updated
+                result.firewalled = outcome.firewalled
+                return True
+        await self._builder.hold_turn_vectors(written)
+        return False
 
     async def _write_raw_log(self, request: StoreRequest, incoming: Sequence[Incoming]
                              ) -> tuple[StoreResult, bool, list[MessageRecord] | None]:

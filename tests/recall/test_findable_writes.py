@@ -87,6 +87,26 @@ class TestTheAnswer:
         job = (await client.get(f"/v1/jobs/{body['job_id']}")).json()
         assert job["state"] == "done" and job["result"]["memories_created"], job
 
+    @pytest.mark.parametrize("language", ["en", "zh"])
+    async def test_more_new_turns_than_a_few_are_built_before_the_answer(
+            self, client: Any, language: str) -> None:
+        """A session sent whole (an import) with the default: built before the answer (one
+        pass of the model, not each turn's own and then the chunks'), its memories in the
+        answer, its job done and the session readable at once. A few turns more are held
+        by their own vectors again."""
+        line = {"en": "On day {} of the trip we hiked to lake number {}.",
+                "zh": "旅行第{}天，我们徒步去了第{}个湖。"}[language]
+        body = await store(client, [line.format(i, i) for i in range(10)])
+        assert body["status"] == "stored" and body["new"] == 10, body
+        assert body["memories_created"] and held(client) == 0, body
+        job = (await client.get(f"/v1/jobs/{body['job_id']}")).json()
+        assert job["state"] == "done" and job["result"]["memories_created"], job
+        session = await client.get("/v1/namespaces/alice/sessions/s1")
+        assert session.status_code == 200 and session.json()["message_count"] == 10, session.text
+        more = await store(client, [FACTS[language]["content"], REPLY[language]], first=11)
+        assert (more["memories_created"], held(client)) == ([], 2), more
+        await wait_idle(client)
+
     async def test_built_and_false_keep_their_answers(self, client: Any) -> None:
         built = await store(client, [FACTS["en"]["content"]], wait="built")
         assert built["status"] == "stored" and built["memories_created"], built
