@@ -111,7 +111,8 @@ class NamespaceLocks:
         started = time.monotonic()
         local = self._local.setdefault(name, asyncio.Lock())
         try:
-            await asyncio.wait_for(local.acquire(), timeout=limit)
+            async with asyncio.timeout(limit):
+                await local.acquire()
         except TimeoutError:
             raise self._timeout_error(namespace, limit) from None
         try:

@@ -33,7 +33,8 @@ def end_if_stopping() -> None:
     """Raise CancelledError when the running task's stop was requested and swallowed on the
     way: on Python 3.11, `asyncio.wait_for` whose awaited result was ready as the cancel
     came returns that result instead (the worker then built on and never ended, and its
-    `stop()` waited for good). A loop calls this at the top of each iteration."""
+    `stop()` waited for good). Engram's own waits use `asyncio.timeout`, which does not;
+    code it calls may still. A loop calls this at the top of each iteration."""
     if stopping():
         raise asyncio.CancelledError
 
@@ -96,5 +97,6 @@ class Periodic:
             await asyncio.sleep(self.interval)
             return
         with contextlib.suppress(TimeoutError):  # the timeout is the regular tick
-            await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+            async with asyncio.timeout(self.interval):
+                await self._wake.wait()
         self._wake.clear()

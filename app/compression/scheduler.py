@@ -103,7 +103,8 @@ class CompressionScheduler:
             Unavailable: another pass did not finish within the wait limit.
         """
         try:
-            await asyncio.wait_for(self._pass_lock.acquire(), timeout=self._wait_seconds)
+            async with asyncio.timeout(self._wait_seconds):
+                await self._pass_lock.acquire()
         except TimeoutError:
             raise Unavailable("a compression pass is running; retry later") from None
         try:

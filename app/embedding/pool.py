@@ -259,7 +259,8 @@ class EmbeddingPool:
                         break
                     arrived.clear()
                     try:
-                        await asyncio.wait_for(arrived.wait(), timeout)
+                        async with asyncio.timeout(timeout):
+                            await arrived.wait()
                     except TimeoutError:
                         break
                     self._take_questions(batch)

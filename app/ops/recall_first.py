@@ -110,7 +110,8 @@ class RecallFirst:
         started = time.perf_counter()
         if self._in_flight and limit > 0:
             with contextlib.suppress(TimeoutError):  # bounded: then it goes on, recall or not
-                await asyncio.wait_for(self._clear.wait(), limit)
+                async with asyncio.timeout(limit):
+                    await self._clear.wait()
         waited = time.perf_counter() - started
         if budget is not None:
             budget.left = max(0.0, budget.left - waited)

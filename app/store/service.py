@@ -404,7 +404,8 @@ class StoreService:
             end_if_stopping()
             self.heartbeat = datetime.now(UTC)
             try:
-                key = await asyncio.wait_for(self._queue.get(), timeout=_IDLE_SECONDS)
+                async with asyncio.timeout(_IDLE_SECONDS):
+                    key = await self._queue.get()
             except TimeoutError:
                 if self._built_since_trim:
                     # A burst of builds is over: hand back the pages its passes freed
