@@ -84,9 +84,11 @@ export class EngramClient {
     namespace: string,
     sessionId: string,
     messages: StoreMessage[],
-    options: { wait: boolean; pinned?: boolean },
+    // wait: false answers once the raw log holds them, true once they are findable,
+    // "built" once their memories exist (then memories_created has their ids).
+    options: { wait: boolean | "built"; pinned?: boolean },
     timeoutMs: number,
-  ): Promise<{ memory_ids?: string[]; firewalled?: unknown[]; job_id?: string | null }> {
+  ): Promise<{ memories_created?: string[]; memories_updated?: string[]; firewalled?: unknown[]; job_id?: string | null }> {
     return this.call(
       "POST",
       "/v1/store",

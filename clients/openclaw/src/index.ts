@@ -137,9 +137,12 @@ export function createPlugin(config: EngramPluginConfig, logger: Logger) {
           const { createHash } = await import("node:crypto");
           const session = "note-" + createHash("sha256").update(text).digest("hex").slice(0, 16);
           try {
+            // "built": the answer names the memory, so the model can forget it by id later.
             const result = await client.store(namespace(), session, [{ msg_id: "1", role: "user", content: text }],
-              { wait: true, pinned: params.pinned ?? false }, TOOL_TIMEOUT_MS);
-            return textResult(`Stored${params.pinned ? " (pinned)" : ""}.`, { memoryIds: result.memory_ids ?? [] });
+              { wait: "built", pinned: params.pinned ?? false }, TOOL_TIMEOUT_MS);
+            const ids = [...(result.memories_created ?? []), ...(result.memories_updated ?? [])];
+            const as = ids.length ? ` as ${ids.join(", ")}` : "";
+            return textResult(`Stored${params.pinned ? " (pinned)" : ""}${as}.`, { memoryIds: ids });
           } catch (error) {
             return textResult(`Memory store failed: ${(error as Error).message}`, { error: true });
           }

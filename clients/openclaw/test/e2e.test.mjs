@@ -187,6 +187,23 @@ after(async () => {
   else console.log("kept", work);
 });
 
+test("memory_store names the memory it stored, and memory_forget takes that id", async () => {
+  const { createPlugin } = await import("../dist/index.js");
+  const { parseConfig } = await import("../dist/config.js");
+  const plugin = createPlugin(parseConfig({ url: `http://127.0.0.1:${engramPort}` }), { info() {}, warn() {} });
+  const tool = (name) => plugin.tools({ agentId: "tools" }).find((t) => t.name === name);
+  for (const text of ["我对花生过敏，吃了会起疹子。", "My passport expires in March 2031."]) {
+    const stored = await tool("memory_store").execute("call-1", { text });
+    const [id] = stored.details.memoryIds;
+    assert.ok(id?.startsWith("mem_") && stored.content[0].text.includes(id), JSON.stringify(stored));
+    const memory = await fetch(`http://127.0.0.1:${engramPort}/v1/memories/${id}`);
+    assert.equal(memory.status, 200);
+    assert.ok((await memory.json()).text.includes(text), "the id is the stored note's memory");
+    const forgot = await tool("memory_forget").execute("call-2", { memoryId: id });
+    assert.ok(!forgot.details.error, JSON.stringify(forgot));
+  }
+});
+
 test("session 1 facts come back in session 2, the block is not stored, and a down Engram costs no turn", async () => {
   // Session 1: facts in Chinese and in English, captured after each turn.
   const t1 = await turn("s1", "下周二上午我要去医院体检，记得提醒我。");
