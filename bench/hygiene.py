@@ -18,8 +18,9 @@ conversation time. Families and the metric a case passes on:
   (GET /v1/memories): memories with hits and promotions to `daily` / `longterm` are
   reported; the target is 0 promotions.
 - **ridealong**: answerable questions on the background. Pass: no returned memory's
-  `explain.relevance` is below the response's `min_score`, and POST /v1/recall/why_not on
-  the returned ids calls every one of them `recalled` (never `below_threshold`). Also
+  `explain.relevance` is below the response's `min_score` (stricter than the stated floor,
+  `context_min_score`, down to which context fills after an answer), and POST
+  /v1/recall/why_not on the returned ids calls every one of them `recalled`. Also
   reported: the answer first. Ride-alongs and why_not are also counted over every recall of
   every family (the last lines of the report).
 - **dated**: questions naming a day, week, month or relative period (with and without a
@@ -315,6 +316,7 @@ class Hygiene:
     returning: int = 0
     with_ridealong: int = 0
     ridealongs: int = 0
+    below_context_floor: int = 0  # memories below the stated floor, `context_min_score`
     memories: int = 0
     why_not_checked: int = 0
     why_not_disagree: int = 0
@@ -339,6 +341,8 @@ async def recall(client: httpx.AsyncClient, case: Case, hygiene: Hygiene, *,
     hygiene.memories += len(memories)
     hygiene.with_ridealong += bool(below)
     hygiene.ridealongs += len(below)
+    hygiene.below_context_floor += sum(m["relevance"] < result["context_min_score"]
+                                       for m in memories)
     out: dict[str, Any] = {
         "min_score": floor, "memories": memories, "below": [m["id"] for m in below],
         "time_window": result.get("time_window"),
@@ -526,7 +530,8 @@ def report(families: list[str], results: list[Result], hygiene: Hygiene,
     lines.append(
         f"- every recall of the run ({hygiene.recalls}, {hygiene.returning} returning "
         f"memories, {hygiene.memories} memories): {hygiene.with_ridealong} with a memory "
-        f"below min_score ({hygiene.ridealongs} such memories); why_not on the returned ids "
+        f"below min_score ({hygiene.ridealongs} such memories, {hygiene.below_context_floor} "
+        f"below the stated context floor, context_min_score); why_not on the returned ids "
         f"disagreed for {hygiene.why_not_disagree}/{hygiene.why_not_checked} recalls "
         f"({', '.join(f'{v} {n}' for v, n in sorted(hygiene.verdicts.items())) or 'none'}).")
     if failures:

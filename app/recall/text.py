@@ -49,7 +49,7 @@ _NUMBER_TERM = re.compile(r"\d+|[零一二两三四五六七八九十百千万�
 # Function words only: unlike the classifier's list, words such as "decided", "tomorrow"
 # or "需要" can be exactly what a recall asks about.
 _EN_STOP = word_set("""
-a an the and or but if of to in on at by for with from as is are was were be been being
+a an the and or but if of to in on at by for with from as am is are was were be been being
 do does did done have has had having i you he she it we they me him her us them my your
 his its our their this that these those what when where which who whom whose why how not
 no so than too very can could will would should shall may might must just also about into
