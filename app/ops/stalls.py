@@ -54,7 +54,6 @@ class StallWatch:
         self._clock = clock
         self._stalled: set[str] = set()
         self._loop = Periodic("stall-watch", self.check, interval=interval)
-        self.stalls_logged = 0
 
     def start(self) -> None:
         self._loop.start()
@@ -71,5 +70,4 @@ class StallWatch:
             for name in new:
                 log.warning("worker_stalled", worker=name, seconds=round(stale[name]))
             log_task_stacks()
-            self.stalls_logged += len(new)
         return new
