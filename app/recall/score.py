@@ -12,8 +12,9 @@ must carry the ranking. A memory in another script than every word of the query 
 English question, a Chinese memory, or the reverse) has a keyword part only through the
 dictionary's translations of the question's words (bilingual.py: "hotpot" holds in "火锅"); one
 holding none, for a model that reads both, has as relevance (not ranking) the vector part
-alone, on a band a little stricter (`ModelProfile.cross_script_shift`). `min_score` applies
-to relevance.
+alone, on its pair's band made a little stricter (`ModelProfile.cross_script_shift`): a
+question written in Chinese around an English word ("我的 salary 是多少？") against a
+Chinese memory is still a Chinese pair. `min_score` applies to relevance.
 
 The ranking uses the same mix with the vector's weight scaled by the share of the query
 the model can read (most Chinese characters are [UNK] to MiniLM, none to e5), and for a
@@ -96,8 +97,6 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
         profile.keyword_weight_zh if chinese else profile.keyword_weight)
     bands = cosine_bands(s)
     shift = profile.cross_script_shift
-    across_band = None if shift is None else (bands[False][0] + shift,
-                                              bands[False][1] + shift)
     bm25_parts = []
     for c, cover in zip(candidates, covered, strict=True):
         floor, ceiling = bands[chinese and has_han(c.memory.text)]
@@ -112,15 +111,18 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
             continue
         c.keyword = cover if without_bm25 else 0.5 * cover + 0.5 * rank_part
         c.relevance = (1 - weight) * c.vector + weight * c.keyword
-        if (across_band is not None and not keyword_only and cover <= 0
+        if (shift is not None and not keyword_only and cover <= 0
                 and in_another_script(terms, c.memory.text)):
             # No word of the question can be in it, and it holds no translation of one
-            # (bilingual.py): its relevance is the vector part alone, on a stricter band
-            # (`ModelProfile.cross_script_shift`). The ranking keeps the mix: a memory whose
-            # words match stays ahead of one in the other language that only reads close
-            # ("我在哪里上班" and a note about Anna's work).
-            floor, ceiling = across_band
-            c.relevance = min(1.0, max(0.0, (c.cosine - floor) / max(1e-6, ceiling - floor)))
+            # (bilingual.py): its relevance is the vector part alone, on its pair's band
+            # made stricter (`ModelProfile.cross_script_shift`). The pair's band, not the
+            # English one: "我的 salary 是多少？" against "房租每个月 7,200 块" is two Chinese
+            # texts (cosine 0.86, unrelated for that pair), which the English band read as
+            # relevance 0.81. The ranking keeps the mix: a memory whose words match stays
+            # ahead of one in the other language that only reads close ("我在哪里上班" and a
+            # note about Anna's work).
+            c.relevance = min(1.0, max(0.0, (c.cosine - floor - shift)
+                                       / max(1e-6, ceiling - floor)))
     return Matched(matcher, covered, bm25_parts, without_bm25)
 
 

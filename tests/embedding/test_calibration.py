@@ -36,7 +36,10 @@ NOTES = [
 
 
 UNANSWERED = ["我的护照什么时候过期", "when does my passport expire", "我的血型是什么",
-              "what's my blood type", "明天天气怎么样", "what car do I drive", "我开什么车"]
+              "what's my blood type", "明天天气怎么样", "what car do I drive", "我开什么车",
+              # Chinese around English words: a Chinese question against the Chinese notes,
+              # read on that pair's band (score.py), not the English one.
+              "我的 blood type 是什么", "我的 salary 是多少", "我的 hobby 是什么"]
 ANSWERED = [("体检前要注意什么", "体检"), ("which database did we pick", "LanceDB"),
             ("when is the standup", "standup"), ("Anna 是做什么工作的", "nurse"),
             ("我姐姐 Anna 住在哪个城市", "Berlin")]
