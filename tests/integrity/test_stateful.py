@@ -312,7 +312,8 @@ class StatefulMachine(RuleBasedStateMachine):
 
     # --- rules: storing ----------------------------------------------------------------
 
-    @rule(data=st.data(), count=st.integers(1, 5), reuse_ids=st.booleans(),
+    # More than 8 new turns: a session sent whole, which wait=true builds before answering.
+    @rule(data=st.data(), count=st.integers(1, 5) | st.integers(9, 11), reuse_ids=st.booleans(),
           wait=st.sampled_from([True, False, "built"]))
     def store_new_session(self, data: st.DataObject, count: int, reuse_ids: bool,
                           wait: bool | str) -> None:
