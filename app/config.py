@@ -118,12 +118,6 @@ class Settings(BaseSettings):
     # compression threads) run this much nicer than the server (Linux; app/ops/priority.py),
     # so the kernel gives recall's threads the CPU first. 0: the same priority.
     build_niceness: int = Field(default=10, ge=0, le=19)
-    # How long a thread running Python keeps the GIL while another waits for it
-    # (`sys.setswitchinterval`; Python's default is 5 ms). A build's text analysis is pure
-    # Python in a thread: each time the event loop wakes (a LanceDB result, a socket) it
-    # waited up to this long for the GIL, and a recall wakes it ten times or more
-    # (app/ops/priority.py, bench/gil_switch.py).
-    gil_switch_interval_ms: float = Field(default=1.0, gt=0, le=100)
 
     # --- store ---------------------------------------------------------------------------
     chunk_max_turns: int = Field(default=6, ge=1, le=50)

@@ -28,7 +28,7 @@ from app.memories.service import MemoryService
 from app.ops.disk import DiskSpace
 from app.ops.malloc import limit_arenas, release_free_memory
 from app.ops.metrics import Metrics, MetricsMiddleware
-from app.ops.priority import hand_the_gil_over_sooner, lower_default_executor
+from app.ops.priority import lower_default_executor
 from app.ops.recall_first import RecallFirst
 from app.ops.router import router as ops_router
 from app.ops.stalls import StallWatch
@@ -75,7 +75,6 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         # From here `asyncio.to_thread` work (builds' analysis, compression) runs on threads
         # the kernel puts behind recall's (app/ops/priority.py).
         lower_default_executor(settings.build_niceness)
-        hand_the_gil_over_sooner(settings.gil_switch_interval_ms)  # and the GIL to the loop
         repo = await Repository.open(settings, embedding_dim=embedding.dim)
         await ensure_model_matches(repo, embedding, reembed=settings.reembed_on_model_change)
         locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds,

@@ -17,14 +17,6 @@ when both want a core, and takes idle CPU freely: builds still run at full speed
 machine, and nothing starves.
 
 Elsewhere (macOS: PRIO_PROCESS takes a process id, not a thread's) nothing is changed.
-
-Priority does not reach the GIL: a build thread running Python (jieba, the classifier)
-holds it until the interpreter's switch interval makes it let go, and each time the event
-loop wakes (a LanceDB call's result, a request's bytes) it waits for it. With one busy
-analysis thread, a request of ten thread round trips took p50 75 / p95 150 ms at Python's
-default 5 ms against 25 / 30 ms alone; at 1 ms, 35 / 60-90 ms (bench/gil_switch.py). The
-server sets a shorter interval (`gil_switch_interval_ms`); the analysis thread pays a few
-more hand-overs.
 """
 
 from __future__ import annotations
@@ -67,8 +59,3 @@ def lower_default_executor(niceness: int) -> None:
     loop.set_default_executor(ThreadPoolExecutor(
         thread_name_prefix="build", initializer=lower_thread_priority, initargs=(niceness,)))
     _LOOPS_SET.add(loop)
-
-
-def hand_the_gil_over_sooner(interval_ms: float) -> None:
-    """Set the interpreter's switch interval (module docstring), process-wide."""
-    sys.setswitchinterval(interval_ms / 1000)
