@@ -79,6 +79,13 @@ class Incoming:
     timestamp: datetime | None
 
 
+def _report(result: StoreResult, outcome: BuildOutcome) -> None:
+    """A build's memories in the answer of the store that waited for it."""
+    result.memories_created = outcome.created
+    result.memories_updated = outcome.updated
+    result.firewalled = outcome.firewalled
+
+
 def normalise(messages: Sequence[MessageIn], *, max_chars: int) -> list[Incoming]:
     """Give every message an id and a hash; merge exact repeats; refuse contradictions.
 
@@ -185,11 +192,8 @@ class StoreService:
                     self._repo.unfinished_jobs(ns, sid))
                 lap("log_and_read")
                 if result.status == StoreStatus.stored:
-                    outcome = await self._build(ns, sid, raw_log=raw_log, derived=derived,
-                                                queued_jobs=jobs)
-                    result.memories_created = outcome.created
-                    result.memories_updated = outcome.updated
-                    result.firewalled = outcome.firewalled
+                    _report(result, await self._build(ns, sid, raw_log=raw_log,
+                                                      derived=derived, queued_jobs=jobs))
                 elif result.status == StoreStatus.unchanged and has_pending:
                     # Sent before with wait=false (or cut off by a crash) and not built yet:
                     # a waiting caller gets its memories built now.
@@ -212,19 +216,13 @@ class StoreService:
         twice."""
         if len(written) > NOW_MAX_TEXTS:
             try:
-                async with self._locks.hold(namespace):
-                    derived, jobs = await asyncio.gather(
-                        self._builder.read_derived(namespace, session_id),
-                        self._repo.unfinished_jobs(namespace, session_id))
-                    outcome = await self._build(namespace, session_id, derived=derived,
-                                                queued_jobs=jobs)
+                async with self._locks.hold(namespace):  # as the store worker builds
+                    outcome = await self._build(namespace, session_id)
             except Unavailable as busy:
                 log.warning("store_build_deferred", namespace=namespace,
                             session_id=session_id, reason=str(busy)[:200])
             else:
-                result.memories_created = outcome.created
-                result.memories_updated = outcome.updated
-                result.firewalled = outcome.firewalled
+                _report(result, outcome)
                 return True
         await self._builder.hold_turn_vectors(written)
         return False
