@@ -15,9 +15,13 @@
 4. Small appends into an existing session: 2 messages with `wait=true` (the default: the
    new turns findable), `wait="built"` (p50) and the `wait=false` acknowledgement (p50),
    one client.
-5. LoCoMo-style import, one client, one `wait="built"` store call per session (`--locomo`, a
-   LoCoMo JSON file read at run time; input data only): turns/s; then, with the server
-   stopped, the bare model's throughput on the same memory texts (this process loads it).
+5. LoCoMo-style import, one `wait="built"` store call per session (`--locomo`, a LoCoMo
+   JSON file read at run time; input data only): turns/s; then, with the server stopped,
+   the bare model's throughput on the same memory texts (this process loads it). One
+   client by default, each session waiting for the one before; `--locomo-clients N` sends
+   N conversations at once (each its sessions in order), as an importer moving many users
+   would: one client measures a store's round trip, several whether the server keeps the
+   model busy.
 
 Usage (from the repository root):
 
@@ -351,11 +355,21 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
         if args.locomo:
             sessions = locomo_sessions(Path(args.locomo), args.locomo_conversations)
             turns = sum(len(m) for _, _, m in sessions)
-            began = time.perf_counter()
+            conversations: dict[str, list[tuple[str, list[Json]]]] = {}
             for namespace, session_id, msgs in sessions:
-                response = await store(client, f"locomo-{namespace}", session_id, msgs,
-                                       wait="built")
-                response.raise_for_status()
+                conversations.setdefault(namespace, []).append((session_id, msgs))
+            waiting = list(conversations.items())
+
+            async def importer() -> None:
+                while waiting:
+                    namespace, own = waiting.pop(0)
+                    for session_id, msgs in own:
+                        response = await store(client, f"locomo-{namespace}", session_id,
+                                               msgs, wait="built")
+                        response.raise_for_status()
+
+            began = time.perf_counter()
+            await asyncio.gather(*(importer() for _ in range(args.locomo_clients)))
             seconds = time.perf_counter() - began
             texts: dict[str, list[str]] = {}
             for namespace, session_id, _ in sessions:
@@ -363,7 +377,8 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
                     "namespace": f"locomo-{namespace}", "session_id": session_id,
                     "limit": 500})).json()
                 texts[f"{namespace}/{session_id}"] = [m["text"] for m in page["items"]]
-            result["locomo"] = {"sessions": len(sessions), "turns": turns,
+            result["locomo"] = {"clients": args.locomo_clients,
+                                "sessions": len(sessions), "turns": turns,
                                 "chunks": sum(len(t) for t in texts.values()),
                                 "seconds": round(seconds, 1),
                                 "turns_per_second": round(turns / seconds, 1)}
@@ -428,6 +443,8 @@ def main() -> None:
     parser.add_argument("--idle-recalls", type=int, default=40, help="per recall client")
     parser.add_argument("--appends", type=int, default=40, help="per mode")
     parser.add_argument("--locomo", default="", help="LoCoMo JSON (input data only)")
+    parser.add_argument("--locomo-clients", type=int, default=1,
+                        help="conversations imported at once (each its sessions in order)")
     parser.add_argument("--locomo-conversations", type=int, default=None,
                         help="only the first N conversations (default all)")
     parser.add_argument("--seed", type=int, default=14)
