@@ -6,13 +6,9 @@ Encoding runs on two dedicated threads, so a recall's question never waits for s
    Single questions from concurrent callers are micro-batched: one pass serves every
    question queued when it starts (the parts of a compound question, questions that arrived
    during the previous pass). While questions come concurrently the first also waits up to
-   `embedding_batch_wait_ms` for companions; a lone question does not wait. Other texts a
-   caller waits for now share that thread behind the questions: a recall's pending lines
-   (`embed_for_recall`) and a `wait=true` store's new turns (`embed_now`, as stored text).
-   They go a slice of `OTHER_SLICE_TEXTS` per pass, each pass only while no question
-   waits, so a question waits at most for one such slice. (In one pass with the questions,
-   a recall's question waited for a few long pending lines: under a 16-tenant ingest its
-   encoding took up to 0.5 s against 75 ms, bench/load.py.)
+   `embedding_batch_wait_ms` for companions; a lone question does not wait. A few texts a
+   caller waits for now (a `wait=true` store's new turns) share that thread, encoded
+   as stored text in a pass of their own (`embed_now`).
 2. Stored text has the other thread, at a lower OS priority (`build_niceness`), with two
    lanes: `passage` (texts being stored: the store builder, memory edits, imports) before
    `background` (compression summaries, re-embedding after a model change).
@@ -72,9 +68,6 @@ __all__ = ["NOW_MAX_TEXTS", "EmbeddingPool", "Lane", "Vector", "load_model"]
 # one or two; each text adds to a question's wait for that thread. (A store of more new
 # turns builds before it answers instead: app/store/service.py.)
 NOW_MAX_TEXTS = 8
-# Texts of one pass of other work on the questions' thread (pending lines, a store's new
-# turns): what a question arriving meanwhile waits for at most.
-OTHER_SLICE_TEXTS = 4
 
 
 class Lane(IntEnum):
@@ -116,7 +109,6 @@ class EmbeddingPool:
             max_workers=1, thread_name_prefix="embed-stored",
             initializer=lower_thread_priority, initargs=(stored_niceness,))
         self._questions: list[_Job] = []  # the query lane, first come first served
-        self._others: list[_Job] = []  # the questions' thread's other texts, after them
         self._stored: list[_Job] = []  # heap: passage before background (bounded)
         self._question_arrived: asyncio.Event | None = None
         self._stored_arrived: asyncio.Event | None = None
@@ -178,10 +170,11 @@ class EmbeddingPool:
 
     async def embed_for_recall(self, texts: list[str]) -> Vector:
         """Encode a few texts a recall needs now (its pending messages: read-your-writes),
-        on the questions' thread after the questions, as questions. Never steps aside: the
-        recall in flight is what other work steps aside for, and waiting for it here would
-        wait for itself."""
-        return await self._submit_others(texts, query=True)
+        in the question's pass, as questions. Never steps aside: the recall in flight is
+        what other work steps aside for, and waiting for it here would wait for itself."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return await self._submit(texts, Lane.query)
 
     async def embed_now(self, texts: list[str]) -> Vector:
         """Encode a few texts a caller waits for now, as stored text, on the questions'
@@ -193,16 +186,9 @@ class EmbeddingPool:
         hold the questions' thread as long."""
         if len(texts) > NOW_MAX_TEXTS:
             return await self.embed_many(texts)
-        return await self._submit_others(texts, query=False)
-
-    async def _submit_others(self, texts: list[str], *, query: bool) -> Vector:
-        """Queue `texts` on the questions' thread behind its questions, in slices."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.concatenate(await asyncio.gather(*(
-            self._submit(texts[i: i + OTHER_SLICE_TEXTS], Lane.query, query=query,
-                         question=False)
-            for i in range(0, len(texts), OTHER_SLICE_TEXTS))))
+        return await self._submit(texts, Lane.query, query=False)
 
     async def embed_many(self, texts: list[str], *, query: bool = False,
                          background: bool = False) -> Vector:
@@ -223,11 +209,10 @@ class EmbeddingPool:
             parts.append(await self._submit(texts[i: i + self._batch_size], lane, query=query))
         return np.concatenate(parts)
 
-    async def _submit(self, texts: list[str], lane: Lane, *, query: bool | None = None,
-                      question: bool = True) -> Vector:
+    async def _submit(self, texts: list[str], lane: Lane, *, query: bool | None = None
+                      ) -> Vector:
         """Queue `texts` in `lane`; encoded as questions if `query` (by default: in the
-        query lane). In the query lane, texts that are not a recall's `question` wait for
-        the questions (`_run_questions`)."""
+        query lane)."""
         if not self._workers:
             self._question_arrived = asyncio.Event()
             self._stored_arrived = asyncio.Event()
@@ -238,7 +223,7 @@ class EmbeddingPool:
         job = _Job(lane, next(self._seq), texts, future,
                    as_query=lane == Lane.query if query is None else query)
         if lane == Lane.query:
-            (self._questions if question else self._others).append(job)
+            self._questions.append(job)
             self._question_arrived.set()
         else:
             heapq.heappush(self._stored, job)
@@ -252,27 +237,20 @@ class EmbeddingPool:
     @property
     def queue_depth(self) -> int:
         """Jobs waiting for a forward pass now, all lanes (metrics read it at scrape time)."""
-        return len(self._questions) + len(self._others) + len(self._stored)
+        return len(self._questions) + len(self._stored)
 
     async def _run_questions(self) -> None:
-        """The question thread's loop: every question waiting, up to a batch, per pass;
-        when none waits, one slice of its other texts."""
+        """The question thread's loop: every question waiting, up to a batch, per pass."""
         assert self._question_arrived is not None
         arrived = self._question_arrived
         concurrent = False  # whether questions arrived while the previous pass was encoding
         while True:
-            while not self._questions and not self._others:
+            while not self._questions:
                 arrived.clear()
                 await arrived.wait()
             # One turn of the event loop: callers started in the same turn (gather) are in.
             await asyncio.sleep(0)
             batch = self._take_questions([])
-            if not batch:
-                other = self._take_other()
-                if other is not None:
-                    await self._encode(self._question_thread, [other], query=other.as_query)
-                concurrent = bool(self._questions)
-                continue
             if concurrent:
                 deadline = asyncio.get_running_loop().time() + self._batch_wait
                 while len(batch) < self._batch_size:
@@ -286,7 +264,14 @@ class EmbeddingPool:
                     except TimeoutError:
                         break
                     self._take_questions(batch)
-            await self._encode(self._question_thread, batch, query=True)
+            if not batch:
+                continue  # every waiting question's caller went away
+            # Questions first; texts a caller waits for as stored text (`embed_now`) in a
+            # pass of their own: one pass reads all its texts one way.
+            for as_query in (True, False):
+                jobs = [job for job in batch if job.as_query is as_query]
+                if jobs:
+                    await self._encode(self._question_thread, jobs, query=as_query)
             concurrent = bool(self._questions)
 
     def _take_questions(self, batch: list[_Job]) -> list[_Job]:
@@ -296,14 +281,6 @@ class EmbeddingPool:
         batch.extend(self._questions[:room])
         del self._questions[:room]
         return batch
-
-    def _take_other(self) -> _Job | None:
-        """The oldest slice of other texts whose caller still waits."""
-        while self._others:
-            job = self._others.pop(0)
-            if not job.future.done():
-                return job
-        return None
 
     async def _run_stored(self) -> None:
         """The stored-text thread's loop: one slice per pass, the most urgent lane first
@@ -368,11 +345,10 @@ class EmbeddingPool:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
         self._question_arrived = self._stored_arrived = None
-        for job in [*self._questions, *self._others, *self._stored]:
+        for job in [*self._questions, *self._stored]:
             if not job.future.done():
                 job.future.cancel()
         self._questions.clear()
-        self._others.clear()
         self._stored.clear()
         for thread in (self._question_thread, self._stored_thread):
             thread.shutdown(wait=False, cancel_futures=True)

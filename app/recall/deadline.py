@@ -13,7 +13,7 @@ by then is skipped and named, never turned into an error:
 - `second_hop`: the hop's searches start only while time is left, and count only if one
   of them is done by the deadline.
 - `pending`: the vectors of pending messages' lines (read-your-writes, pending.py),
-  computed on the questions' thread and kept by message for the next recalls; without them
+  computed in the question's pass and kept by message for the next recalls; without them
   those messages are matched and scored by their words alone (`Candidate.words_only`), as
   a recall without its vector scores every memory. What was just stored is still found;
   only its rank can differ. (A second hop waits for none: it uses the vectors held.) Also

@@ -11,7 +11,7 @@ it answered: app/storage/pending_vectors.py) gives them a relevance of at least 
 recall's `min_score` on its own, with no word in common (score.py's `relevance`, the same
 scale and model bands as any memory: a Chinese question about an English turn just stored).
 One candidate per session, scored like any memory with the best of its messages' own
-vectors, or, where one has none, a vector of its line computed on the questions' thread (and
+vectors, or, where one has none, a vector of its line computed in the question's pass (and
 kept for the next recalls), and packed like any memory within the budget. They are marked
 provisional: their id is `pending:<session>:<first msg_id>`, which no memory id can be
 (assign_ids), and the response says `provisional: true`; they record no hits and `why_not`
@@ -153,10 +153,9 @@ class PendingSearch:
                     for memory, group in zip(memories, latest, strict=True)]
         question = query_vector.astype(np.float32)
         # A message with no vector of its own (a `wait=false` store's) gets one of its line,
-        # on the questions' thread after the questions, kept for every later recall whatever
-        # it asks: the same new turns are matched again and again until their build lands.
-        # (One vector per session's matching lines was a new text, and a model call, for
-        # each question.)
+        # in the question's pass, kept for every later recall whatever it asks: the same
+        # new turns are matched again and again until their build lands. (One vector per
+        # session's matching lines was a new text, and a model call, for each question.)
         own |= await self._embed([g for group in latest for g in group
                                   if _key(g) not in own], None if hop else deadline)
         result = []

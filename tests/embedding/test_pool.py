@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from app.embedding.names import MINILM_NAME
-from app.embedding.pool import OTHER_SLICE_TEXTS, EmbeddingPool
+from app.embedding.pool import EmbeddingPool
 from app.ops.priority import lower_default_executor
 from tests.conftest import make_settings
 from tests.procs import chat_messages
@@ -122,33 +122,6 @@ async def test_a_findable_stores_turns_do_not_wait_behind_a_large_store(e5: Any)
         cosines = np.sum(large * pool.encode_blocking(texts[:9]), axis=1)
         assert float(cosines.min()) > 0.999  # as stored text (in slices: bf16 padding)
         assert (await store).shape == (200, pool.dim)
-    finally:
-        await pool.close()
-
-
-async def test_a_question_waits_for_one_slice_of_a_recalls_pending_lines_at_most(
-        e5: Any) -> None:
-    # A recall's pending lines (read-your-writes) are encoded on the questions' thread, but
-    # behind the questions and a few at a time: in one pass with them, a question waited
-    # for every long line another recall had sent (0.5 s under an ingest).
-    pool = EmbeddingPool(e5, name="test", batch_size=32, batch_wait_ms=2)
-    lines = _chunks(16)
-    question = "下周二上午在哪里开会？"
-    alone = pool.encode_blocking([question], query=True)[0]
-    try:
-        pending = asyncio.create_task(pool.embed_for_recall(lines))
-        async with asyncio.timeout(60):  # until the first slice is taken for its pass
-            while pool.queue_depth in (0, len(lines) // OTHER_SLICE_TEXTS):  # noqa: ASYNC110
-                await asyncio.sleep(0.001)
-        asked_at = pool.batches
-        asked = asyncio.create_task(pool.embed_query(question))
-        done, _ = await asyncio.wait({pending, asked}, return_when=asyncio.FIRST_COMPLETED)
-        assert done == {asked}
-        assert pool.batches - asked_at <= 2  # the slice being encoded, then the question
-        assert float(asked.result() @ alone) > 0.9999
-        vectors = await pending  # every line's own vector, in order, as questions
-        cosines = np.sum(vectors * pool.encode_blocking(lines, query=True), axis=1)
-        assert float(cosines.min()) > 0.999
     finally:
         await pool.close()
 
