@@ -107,12 +107,19 @@ class RecallFirst:
             return
         budget = _BUDGET.get()
         limit = self._max_wait if budget is None else min(self._max_wait, budget.left)
-        started = time.perf_counter()
+        waited = 0.0
         if self._in_flight and limit > 0:
+            started = time.perf_counter()
             with contextlib.suppress(TimeoutError):  # bounded: then it goes on, recall or not
                 async with asyncio.timeout(limit):
                     await self._clear.wait()
-        waited = time.perf_counter() - started
+            # What recall-first chose to wait, not what the loop added after: a task resumes
+            # only when the loop gets to it, and while the loop is stalled (a full garbage
+            # collection in a big process, a thread holding the GIL) a 50 ms wait can read
+            # seconds. That lag is the loop's (engram_event_loop_lag_seconds) and would have
+            # come at any other await of the build; charged here, it spent the budget on
+            # nothing and reported a wait no recall asked for.
+            waited = min(time.perf_counter() - started, limit)
         if budget is not None:
             budget.left = max(0.0, budget.left - waited)
         if self.on_wait is not None:  # 0 too: the share of boundaries that waited shows

@@ -13,6 +13,8 @@ import asyncio
 import random
 import time
 
+import pytest
+
 from app.ops.recall_first import RecallFirst
 from tests.helpers import AppClient, store
 from tests.procs import chat_messages
@@ -91,3 +93,23 @@ async def test_stepping_aside_waits_for_a_recall_in_flight_but_only_so_long() ->
     await asyncio.sleep(0)  # the recall is in flight
     await asyncio.gather(build_step(), recalling)
     assert order == ["recall", "build"]
+
+
+async def test_a_stalled_loop_is_not_charged_as_stepping_aside() -> None:
+    """A wait is charged (budget, metric) for what recall-first chose to wait: when the loop
+    stalls past the bound, the lag is the loop's, and the build keeps its budget."""
+    charged: list[float] = []
+    first = RecallFirst(max_wait_seconds=0.05, build_budget_seconds=0.2)
+    first.on_wait = charged.append
+    loop = asyncio.get_running_loop()
+    with first.recalling(), first.build():
+        loop.call_later(0.01, time.sleep, 0.4)  # the loop stalls during the wait
+        started = time.perf_counter()
+        await first.step_aside()
+        assert time.perf_counter() - started >= 0.4  # the build was held that long ...
+        assert charged == [pytest.approx(0.05, abs=0.005)]  # ... but waited 50 ms by choice
+        for _ in range(3):  # so its budget still holds three more waits
+            await first.step_aside()
+        assert sum(charged) == pytest.approx(0.2, abs=0.01)
+        await first.step_aside()  # and then it is spent
+        assert charged[-1] < 0.001
