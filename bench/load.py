@@ -198,6 +198,21 @@ def histogram_buckets(text: str) -> dict[str, dict[float, float]]:
     return found
 
 
+def seconds_spent(text: str) -> dict[str, float]:
+    """Total seconds per store stage, and in stored text's forward passes, in a /metrics
+    text: where an import's time goes (the stages are sequential within one store)."""
+    spent: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("engram_store_stage_seconds_sum{"):
+            spent[line.split('stage="', 1)[1].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith('engram_embedding_batch_seconds_sum{kind="passage"}'):
+            spent["model_stored_text"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("engram_store_seconds_sum{"):
+            mode = line.split('mode="', 1)[1].split('"', 1)[0]
+            spent[f"store_call_{mode}"] = float(line.rsplit(" ", 1)[1])
+    return spent
+
+
 def bucket_quantiles(before: dict[str, dict[float, float]],
                      after: dict[str, dict[float, float]]) -> Json:
     """p50 / p99 upper bounds (ms) of what the histograms counted between two scrapes."""
@@ -368,9 +383,11 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
                                                msgs, wait="built")
                         response.raise_for_status()
 
+            spent_before = seconds_spent((await client.get("/metrics")).text)
             began = time.perf_counter()
             await asyncio.gather(*(importer() for _ in range(args.locomo_clients)))
             seconds = time.perf_counter() - began
+            spent = seconds_spent((await client.get("/metrics")).text)
             texts: dict[str, list[str]] = {}
             for namespace, session_id, _ in sessions:
                 page = (await client.get("/v1/memories", params={
@@ -381,7 +398,10 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> Json:
                                 "sessions": len(sessions), "turns": turns,
                                 "chunks": sum(len(t) for t in texts.values()),
                                 "seconds": round(seconds, 1),
-                                "turns_per_second": round(turns / seconds, 1)}
+                                "turns_per_second": round(turns / seconds, 1),
+                                "seconds_spent": {k: round(v - spent_before.get(k, 0.0), 2)
+                                                  for k, v in sorted(spent.items())
+                                                  if v > spent_before.get(k, 0.0)}}
             result["_locomo_texts"] = texts
             result["rss_after_locomo_kib"] = server.memory_kib()
     return result
