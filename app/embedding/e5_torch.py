@@ -339,20 +339,55 @@ def _f32(value: float) -> float:
 # --- the model ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Layer:
-    qkv_w: torch.Tensor  # q, k and v stacked: one matmul instead of three
-    qkv_b: torch.Tensor
-    out_w: torch.Tensor
-    out_b: torch.Tensor
-    attn_norm_w: torch.Tensor
-    attn_norm_b: torch.Tensor
-    up_w: torch.Tensor
-    up_b: torch.Tensor
-    down_w: torch.Tensor
-    down_b: torch.Tensor
-    out_norm_w: torch.Tensor
-    out_norm_b: torch.Tensor
+class _Forward(torch.nn.Module):
+    """Embedding LayerNorm, the layers and mean pooling: compiled to TorchScript, so one call
+    runs them all without the GIL.
+
+    Why: in eager torch each op is a Python call that drops the GIL and takes it back, ~150
+    per pass. While another thread runs Python (the server's event loop under an ingest) each
+    take waits up to the interpreter's switch interval (5 ms): beside a busy Python thread a
+    question took 1,028 instead of 11 ms, a ~600-character chunk 549 instead of 26 ms
+    (`bench/embed_speed.py --threads 1 --contended`; scripted: 65 and 73 ms). TorchScript's
+    interpreter runs the same aten ops (the same vectors, bit for bit) with the GIL released
+    for the whole call. The graph executor's optimisation is off (`E5Model`): it
+    specialises per input shape, and the fuser it could use is off on CPU anyway.
+    """
+
+    def __init__(self, layers: list[list[torch.Tensor]], *, heads: int, hidden: int,
+                 eps: float, position: torch.Tensor, token_type: torch.Tensor,
+                 norm_w: torch.Tensor, norm_b: torch.Tensor) -> None:
+        super().__init__()
+        # Per layer: qkv w, b (q, k and v stacked: one matmul instead of three); attention
+        # out w, b; its LayerNorm w, b; feed-forward up w, b, down w, b; its LayerNorm w, b.
+        self.layers = layers
+        self.heads = heads
+        self.hidden = hidden
+        self.eps = eps
+        self.position = position
+        self.token_type = token_type
+        self.norm_w = norm_w
+        self.norm_b = norm_b
+
+    def forward(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(batch, length, H) word embeddings and (batch, length) mask -> (batch, H)."""
+        batch, length = words.shape[0], words.shape[1]
+        head_dim = self.hidden // self.heads
+        x = words + self.position[:length] + self.token_type
+        x = F.layer_norm(x, [self.hidden], self.norm_w, self.norm_b, self.eps)
+        # Padding is hidden from every query; padded rows are computed but never pooled.
+        attend = mask[:, None, None, :]
+        for w in self.layers:
+            qkv = F.linear(x, w[0], w[1])
+            qkv = qkv.view(batch, length, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
+            context = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=attend)
+            context = context.transpose(1, 2).reshape(batch, length, self.hidden)
+            x = F.layer_norm(x + F.linear(context, w[2], w[3]), [self.hidden], w[4], w[5],
+                             self.eps)
+            up = F.gelu(F.linear(x, w[6], w[7]))  # erf GELU, as BERT and e5.c
+            x = F.layer_norm(x + F.linear(up, w[8], w[9]), [self.hidden], w[10], w[11],
+                             self.eps)
+        weights = mask.unsqueeze(-1).to(torch.float32)
+        return (x.float() * weights).sum(1) / weights.sum(1)
 
 
 class E5Model:
@@ -369,10 +404,6 @@ class E5Model:
         self.header = h
         self.dtype = dtype
         self._word_rows = weights.q4_rows("emb.word", h.vocab, h.hidden)
-        self._position = weights.fp32("emb.pos", h.max_positions, h.hidden).to(dtype)
-        self._token_type = weights.fp32("emb.type", h.type_vocab, h.hidden)[0].to(dtype)
-        self._norm_w = weights.fp32("emb.ln.w", h.hidden).to(dtype)
-        self._norm_b = weights.fp32("emb.ln.b", h.hidden).to(dtype)
 
         def q4(name: str, rows: int, cols: int) -> torch.Tensor:
             return weights.q4(name, rows, cols).to(dtype)
@@ -381,50 +412,45 @@ class E5Model:
             return weights.fp32(name, size).to(dtype)
 
         H, FF = h.hidden, h.intermediate
-        self._layers = [
-            _Layer(
-                qkv_w=torch.cat([q4(f"l{n}.{p}.w", H, H) for p in "qkv"]),
-                qkv_b=torch.cat([vec(f"l{n}.{p}.b", H) for p in "qkv"]),
-                out_w=q4(f"l{n}.ao.w", H, H), out_b=vec(f"l{n}.ao.b", H),
-                attn_norm_w=vec(f"l{n}.aln.w", H), attn_norm_b=vec(f"l{n}.aln.b", H),
-                up_w=q4(f"l{n}.fi.w", FF, H), up_b=vec(f"l{n}.fi.b", FF),
-                down_w=q4(f"l{n}.fo.w", H, FF), down_b=vec(f"l{n}.fo.b", H),
-                out_norm_w=vec(f"l{n}.oln.w", H), out_norm_b=vec(f"l{n}.oln.b", H),
-            )
+        layers = [
+            [torch.cat([q4(f"l{n}.{p}.w", H, H) for p in "qkv"]),
+             torch.cat([vec(f"l{n}.{p}.b", H) for p in "qkv"]),
+             q4(f"l{n}.ao.w", H, H), vec(f"l{n}.ao.b", H),
+             vec(f"l{n}.aln.w", H), vec(f"l{n}.aln.b", H),
+             q4(f"l{n}.fi.w", FF, H), vec(f"l{n}.fi.b", FF),
+             q4(f"l{n}.fo.w", H, FF), vec(f"l{n}.fo.b", H),
+             vec(f"l{n}.oln.w", H), vec(f"l{n}.oln.b", H)]
             for n in range(h.layers)
         ]
+        # Process-wide and not per call: `torch.jit.optimized_execution` sets the same global
+        # flag and restores it on exit, which two encoding threads would race on.
+        torch._C._set_graph_executor_optimize(False)
+        self._forward = torch.jit.script(_Forward(
+            layers, heads=h.heads, hidden=H, eps=h.eps,
+            position=weights.fp32("emb.pos", h.max_positions, H).to(dtype),
+            token_type=weights.fp32("emb.type", h.type_vocab, H)[0].to(dtype),
+            norm_w=vec("emb.ln.w", H), norm_b=vec("emb.ln.b", H)))
+        with torch.inference_mode():  # its plan is built here, before two threads call it
+            self._forward(torch.zeros((1, 8, H), dtype=dtype),
+                          torch.ones((1, 8), dtype=torch.bool))
 
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        """Word embeddings of (batch, length) ids: only the rows used are dequantised."""
-        used, where = np.unique(ids.numpy(), return_inverse=True)
-        blocks = self._word_rows.blocks(used.tolist())
-        rows = torch.from_numpy(dequantise_q4(blocks)).to(self.dtype)
-        return rows[torch.from_numpy(where.reshape(ids.shape))]
+    def embed(self, ids: np.ndarray[Any, np.dtype[np.int64]]) -> torch.Tensor:
+        """Word embeddings of (batch, length) ids, in the model's dtype: only the rows used
+        are dequantised. Gathered in numpy, whose small operations keep the GIL (each torch
+        op gives it up and, beside a busy thread, waits to take it back)."""
+        used, where = np.unique(ids, return_inverse=True)
+        rows = dequantise_q4(self._word_rows.blocks(used.tolist()))
+        return torch.from_numpy(rows[where.reshape(ids.shape)]).to(self.dtype)
 
-    def mean_pooled(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def mean_pooled(self, ids: np.ndarray[Any, np.dtype[np.int64]],
+                    mask: np.ndarray[Any, np.dtype[np.bool_]]) -> torch.Tensor:
         """Mean of the last hidden states over each row's real tokens: (batch, H) float32.
 
-        `mask` is (batch, length) bool, False on padding. Call under `torch.inference_mode()`.
+        `ids` (batch, length); `mask` (batch, length), False on padding. Call under
+        `torch.inference_mode()`.
         """
-        h = self.header
-        batch, length = ids.shape
-        heads, head_dim = h.heads, h.hidden // h.heads
-        x = self.embed(ids) + self._position[:length] + self._token_type
-        x = F.layer_norm(x, (h.hidden,), self._norm_w, self._norm_b, h.eps)
-        # Padding is hidden from every query; padded rows are computed but never pooled.
-        attend = mask[:, None, None, :]
-        for layer in self._layers:
-            qkv = F.linear(x, layer.qkv_w, layer.qkv_b)
-            q, k, v = qkv.view(batch, length, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=attend)
-            context = context.transpose(1, 2).reshape(batch, length, h.hidden)
-            x = F.layer_norm(x + F.linear(context, layer.out_w, layer.out_b), (h.hidden,),
-                             layer.attn_norm_w, layer.attn_norm_b, h.eps)
-            up = F.gelu(F.linear(x, layer.up_w, layer.up_b))  # erf GELU, as BERT and e5.c
-            x = F.layer_norm(x + F.linear(up, layer.down_w, layer.down_b), (h.hidden,),
-                             layer.out_norm_w, layer.out_norm_b, h.eps)
-        weights = mask.unsqueeze(-1).to(torch.float32)
-        return (x.float() * weights).sum(1) / weights.sum(1)
+        result: torch.Tensor = self._forward(self.embed(ids), torch.from_numpy(mask))
+        return result
 
 
 def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -567,10 +593,10 @@ class E5TorchEncoder:
         with torch.inference_mode():
             for group in batches([len(w.ids) for w in windows]):
                 length = padded_length(len(windows[group[0]].ids))
-                ids = torch.full((len(group), length), self._pad, dtype=torch.long)
-                mask = torch.zeros((len(group), length), dtype=torch.bool)
+                ids = np.full((len(group), length), self._pad, dtype=np.int64)
+                mask = np.zeros((len(group), length), dtype=np.bool_)
                 for row, w in enumerate(windows[i] for i in group):
-                    ids[row, :len(w.ids)] = torch.tensor(w.ids)
+                    ids[row, :len(w.ids)] = w.ids
                     mask[row, :len(w.ids)] = True
                 means = self._model.mean_pooled(ids, mask).numpy()
                 for row, i in enumerate(group):
