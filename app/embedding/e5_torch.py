@@ -21,6 +21,7 @@ nothing is converted or downloaded, and it is the same model, not a copy that co
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -208,7 +209,14 @@ class E5WordRows:
     model file after 18 stored sessions, up to the whole 71 MB file). Read with pread the
     rows stay in the kernel's page cache, shared and reclaimable; the lookup of a ~550-token
     batch of chat text costs 0.45 instead of 0.27 ms of CPU, beside a ~81 ms forward pass.
+
+    The rows read last are kept (`CACHED_ROWS`, ~420 bytes each with Python's overhead:
+    ~7 MB at most): each `os.pread` gives up the GIL and, beside a busy Python thread, waits
+    up to 5 ms to take it back, one wait per distinct token of a batch; a chat's vocabulary
+    repeats.
     """
+
+    CACHED_ROWS = 16_384
 
     def __init__(self, path: Path, offset: int, cols: int) -> None:
         self._offset = offset
@@ -216,13 +224,19 @@ class E5WordRows:
         self._blocks_per_row = cols // QK
         self._fd = os.open(path, os.O_RDONLY)
         weakref.finalize(self, os.close, self._fd)
+        # functools' LRU cache is safe to call from the two encoding threads at once.
+        self._row = functools.lru_cache(maxsize=self.CACHED_ROWS)(self._read_row)
+
+    def _read_row(self, row: int) -> bytes:
+        data = os.pread(self._fd, self._row_bytes, self._offset + row * self._row_bytes)
+        if len(data) != self._row_bytes:  # raised, so not cached
+            raise OSError(f"short read of word row {row}: {len(data)} of {self._row_bytes} "
+                          "bytes")
+        return data
 
     def blocks(self, rows: list[int]) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """The Q4_0 blocks of `rows`, in that order: (len(rows), cols/32, 18) bytes."""
-        size, fd, start = self._row_bytes, self._fd, self._offset
-        data = b"".join([os.pread(fd, size, start + row * size) for row in rows])
-        if len(data) != size * len(rows):
-            raise OSError(f"short read of word rows: {len(data)} of {size * len(rows)} bytes")
+        data = b"".join([self._row(row) for row in rows])
         return np.frombuffer(data, dtype=np.uint8).reshape(len(rows), self._blocks_per_row,
                                                            Q4_BLOCK_BYTES)
 
