@@ -26,6 +26,7 @@ import os
 import re
 import struct
 import time
+import warnings
 import weakref
 from array import array
 from dataclasses import dataclass
@@ -436,14 +437,23 @@ class E5Model:
              vec(f"l{n}.oln.w", H), vec(f"l{n}.oln.b", H)]
             for n in range(h.layers)
         ]
-        # Process-wide and not per call: `torch.jit.optimized_execution` sets the same global
-        # flag and restores it on exit, which two encoding threads would race on.
-        torch._C._set_graph_executor_optimize(False)
-        self._forward = torch.jit.script(_Forward(
+        forward = _Forward(
             layers, heads=h.heads, hidden=H, eps=h.eps,
             position=weights.fp32("emb.pos", h.max_positions, H).to(dtype),
             token_type=weights.fp32("emb.type", h.type_vocab, H)[0].to(dtype),
-            norm_w=vec("emb.ln.w", H), norm_b=vec("emb.ln.b", H)))
+            norm_w=vec("emb.ln.w", H), norm_b=vec("emb.ln.b", H))
+        self._forward: torch.nn.Module = forward
+        try:
+            # Process-wide and not per call: `torch.jit.optimized_execution` sets the same
+            # global flag and restores it on exit, which two encoding threads would race on.
+            torch._C._set_graph_executor_optimize(False)
+            with warnings.catch_warnings():
+                # Deprecated in torch 2 for torch.compile / export, which need a C++
+                # compiler at run time; torch is pinned (pyproject.toml) and scripting works.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._forward = torch.jit.script(forward)
+        except Exception as error:  # a torch without TorchScript: the same module, eager
+            log.warning("embedding_forward_not_scripted", error=str(error)[:200])
         with torch.inference_mode():  # its plan is built here, before two threads call it
             self._forward(torch.zeros((1, 8, H), dtype=dtype),
                           torch.ones((1, 8), dtype=torch.bool))
