@@ -41,12 +41,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import httpx
 import lancedb
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -159,42 +161,49 @@ def stored_once(data_dir: Path, sent: dict[tuple[str, str], set[str]]) -> Json:
     }
 
 
+def metric_samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """Every sample of a /metrics text: its name, labels and value (prometheus_client's own
+    parser, so the benches below read the exposition format one way)."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            yield sample.name, sample.labels, sample.value
+
+
 def memory_gauges(text: str) -> Json:
     found = {}
-    for line in text.splitlines():
-        if line.startswith("engram_memory_held{"):
-            name = line.split('what="', 1)[1].split('"', 1)[0]
-            found[name] = float(line.rsplit(" ", 1)[1])
-        elif line.startswith("engram_namespace_cache_loads "):
-            found["namespace_cache_loads"] = float(line.rsplit(" ", 1)[1])
+    for name, labels, value in metric_samples(text):
+        if name == "engram_memory_held":
+            found[labels["what"]] = value
+        elif name == "engram_namespace_cache_loads":
+            found["namespace_cache_loads"] = value
     return found
 
 
 # Where a recall's time goes, from the server's own histograms (bucket bounds, so coarse):
 # the whole recall inside the server, its stages (RecallService.recall), its question's wait
 # for a vector (queue + passes, inside the search stage), and the event loop's lag.
-_WAITS = {"recall_in_server": ("engram_recall_seconds_bucket", ""),
-          **{f"stage_{stage}": ("engram_recall_stage_seconds_bucket", f'stage="{stage}"')
-             for stage in ("read", "search", "order", "pack")},
-          **{f"search_{step}": ("engram_recall_search_seconds_bucket", f'step="{step}"')
-             for step in ("keyword", "vector_ready", "vector", "keyword_left", "extra")},
-          "question_vector_wait": ("engram_embedding_wait_seconds_bucket", 'lane="query"'),
-          "question_encoding": ("engram_embedding_batch_seconds_bucket", 'kind="query"'),
-          "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", ""),
-          # Where a store's time goes (StoreService, MemoryBuilder.build_session).
-          **{f"store_{stage}": ("engram_store_stage_seconds_bucket", f'stage="{stage}"')
-             for stage in ("ack", "log_and_read", "read", "firewall", "embed", "recall_first",
-                           "memories", "events", "done", "jobs")}}
+_WAITS: dict[str, tuple[str, dict[str, str]]] = {
+    "recall_in_server": ("engram_recall_seconds_bucket", {}),
+    **{f"stage_{stage}": ("engram_recall_stage_seconds_bucket", {"stage": stage})
+       for stage in ("read", "search", "order", "pack")},
+    **{f"search_{step}": ("engram_recall_search_seconds_bucket", {"step": step})
+       for step in ("keyword", "vector_ready", "vector", "keyword_left", "extra")},
+    "question_vector_wait": ("engram_embedding_wait_seconds_bucket", {"lane": "query"}),
+    "question_encoding": ("engram_embedding_batch_seconds_bucket", {"kind": "query"}),
+    "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", {}),
+    # Where a store's time goes (StoreService, MemoryBuilder.build_session).
+    **{f"store_{stage}": ("engram_store_stage_seconds_bucket", {"stage": stage})
+       for stage in ("ack", "log_and_read", "read", "firewall", "embed", "recall_first",
+                     "memories", "events", "done", "jobs")}}
 
 
 def histogram_buckets(text: str) -> dict[str, dict[float, float]]:
     """Cumulative bucket counts of the `_WAITS` histograms in a /metrics text."""
     found: dict[str, dict[float, float]] = {name: {} for name in _WAITS}
-    for line in text.splitlines():
-        for name, (metric, label) in _WAITS.items():
-            if line.startswith(metric + "{") and label in line:
-                bound = line.split('le="', 1)[1].split('"', 1)[0]
-                found[name][float(bound)] = float(line.rsplit(" ", 1)[1])
+    for sample, labels, value in metric_samples(text):
+        for name, (metric, wanted) in _WAITS.items():
+            if sample == metric and wanted.items() <= labels.items():
+                found[name][float(labels["le"])] = value
     return found
 
 
@@ -202,14 +211,13 @@ def seconds_spent(text: str) -> dict[str, float]:
     """Total seconds per store stage, and in stored text's forward passes, in a /metrics
     text: where an import's time goes (the stages are sequential within one store)."""
     spent: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("engram_store_stage_seconds_sum{"):
-            spent[line.split('stage="', 1)[1].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
-        elif line.startswith('engram_embedding_batch_seconds_sum{kind="passage"}'):
-            spent["model_stored_text"] = float(line.rsplit(" ", 1)[1])
-        elif line.startswith("engram_store_seconds_sum{"):
-            mode = line.split('mode="', 1)[1].split('"', 1)[0]
-            spent[f"store_call_{mode}"] = float(line.rsplit(" ", 1)[1])
+    for name, labels, value in metric_samples(text):
+        if name == "engram_store_stage_seconds_sum":
+            spent[labels["stage"]] = value
+        elif name == "engram_embedding_batch_seconds_sum" and labels == {"kind": "passage"}:
+            spent["model_stored_text"] = value
+        elif name == "engram_store_seconds_sum":
+            spent[f"store_call_{labels['mode']}"] = value
     return spent
 
 
