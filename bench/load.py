@@ -191,6 +191,8 @@ _WAITS: dict[str, tuple[str, dict[str, str]]] = {
     "question_vector_wait": ("engram_embedding_wait_seconds_bucket", {"lane": "query"}),
     "question_encoding": ("engram_embedding_batch_seconds_bucket", {"kind": "query"}),
     "event_loop_lag": ("engram_event_loop_lag_seconds_bucket", {}),
+    # Python's full cycle collections: each stops the loop, and the recalls in flight.
+    "gc_full": ("engram_gc_pause_seconds_bucket", {"generation": "2"}),
     # Where a store's time goes (StoreService, MemoryBuilder.build_session).
     **{f"store_{stage}": ("engram_store_stage_seconds_bucket", {"stage": stage})
        for stage in ("ack", "log_and_read", "read", "firewall", "embed", "recall_first",

@@ -108,6 +108,11 @@ class Metrics:
         self.loop_lag = Histogram("engram_event_loop_lag_seconds",
                                   "Delay of a 100 ms timer on the event loop",
                                   buckets=_LATENCY_BUCKETS, registry=r)
+        # How long each of Python's cycle collections stopped the process (app/ops/heap.py):
+        # a full one over a large heap stops the event loop, and every recall in flight.
+        self.gc_pause = Histogram("engram_gc_pause_seconds",
+                                  "Duration of Python's cycle collections, per generation",
+                                  ["generation"], buckets=_STEP_BUCKETS, registry=r)
         self.embed_queue = Gauge("engram_embedding_queue_depth",
                                  "Queries waiting for a forward pass", registry=r)
         # What builds and background work waited for recalls in flight, per boundary
