@@ -140,6 +140,10 @@ class Settings(BaseSettings):
     # until their build lands (app/storage/pending_vectors.py, ~1.5 KB each with 384
     # dimensions), oldest out first. 0 holds none: wait=true is then found by keyword only.
     pending_vectors_max_rows: int = Field(default=5_000, ge=0)
+    # Namespace locks kept in process while neither held nor awaited (app/locks.py, two per
+    # namespace, ~2.3 KB each), the most recently used; older idle ones are dropped, so
+    # their number does not grow with every namespace the server has seen.
+    namespace_locks_max_idle: int = Field(default=1_000, ge=0)
     skip_small_talk: bool = True
     # The recall firewall (app/store/firewall.py): Engram's own injection block, or an
     # assistant/system message quoting stored memories, is made into no memory.

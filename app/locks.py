@@ -17,12 +17,20 @@ Two locks per namespace:
   processes. A `wait=false` store takes only this one, so its acknowledgement never waits
   behind a build. Order: a holder of the write lock may take the raw-log lock, never the
   other way round.
+
+Memory: a lock's objects (~2.3 KB with its file lock) are kept while it is held or awaited,
+and afterwards among the `max_idle` most recently used; older idle ones are dropped, so a
+server that has seen a million namespaces does not keep two locks for each. Dropping an
+idle lock is safe: with no holder and no waiter nothing refers to it, and the next `hold`
+makes a fresh one (on the same lock file or lease, which is what orders processes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -45,24 +53,28 @@ class NamespaceLocks:
         lock_dir: the directory of the lock files (unused with `leases`).
         timeout: default seconds to wait for a lock.
         leases: the cross-process half is a lease in the object store instead of a file.
+        max_idle: locks kept when neither held nor awaited (the most recently used).
     """
 
     def __init__(self, lock_dir: Path, *, timeout: float,
-                 leases: LeaseStore | None = None) -> None:
+                 leases: LeaseStore | None = None, max_idle: int = 1_000) -> None:
         if leases is None:
             lock_dir.mkdir(parents=True, exist_ok=True)
         self._dir = lock_dir
         self._timeout = timeout
         self._leases = leases
-        self._local: dict[str, asyncio.Lock] = {}
+        self._max_idle = max_idle
+        # Least recently released first; `_users` counts each lock's holder and waiters.
+        self._local: OrderedDict[str, asyncio.Lock] = OrderedDict()
         self._files: dict[str, FileLock] = {}
+        self._users: dict[str, int] = {}
         self.wait_seconds_total = 0.0
         self.on_wait: Callable[[float], None] | None = None  # metrics hook
 
     @property
     def known(self) -> int:
-        """Locks this process keeps (two per namespace it wrote to; ~1 KB each, never
-        dropped: a lock object must outlive every waiter)."""
+        """Locks this process keeps: those held or awaited, and at most `max_idle` others
+        (two per namespace written to; see the module docstring)."""
         return len(self._local)
 
     def is_held(self, namespace: str) -> bool:
@@ -107,6 +119,33 @@ class NamespaceLocks:
     @asynccontextmanager
     async def _hold(self, namespace: str, name: str, *, max_wait: float | None
                     ) -> AsyncIterator[None]:
+        # Counted from before the wait until after the release: only a lock nobody holds or
+        # waits for may be dropped (`_idle`).
+        self._users[name] = self._users.get(name, 0) + 1
+        try:
+            async with self._hold_counted(namespace, name, max_wait=max_wait):
+                yield
+        finally:
+            self._users[name] -= 1
+            if not self._users[name]:
+                del self._users[name]
+                self._idle(name)
+
+    def _idle(self, name: str) -> None:
+        """`name` is neither held nor awaited now: it becomes the most recently used, and
+        the oldest idle locks beyond `max_idle` are dropped."""
+        if name in self._local:
+            self._local.move_to_end(name)
+        excess = len(self._local) - len(self._users) - self._max_idle
+        if excess > 0:
+            idle = (n for n in self._local if n not in self._users)
+            for old in list(itertools.islice(idle, excess)):
+                del self._local[old]
+                self._files.pop(old, None)
+
+    @asynccontextmanager
+    async def _hold_counted(self, namespace: str, name: str, *, max_wait: float | None
+                            ) -> AsyncIterator[None]:
         limit = self._timeout if max_wait is None else max_wait
         started = time.monotonic()
         local = self._local.setdefault(name, asyncio.Lock())

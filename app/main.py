@@ -79,7 +79,7 @@ def create_app(settings: Settings | None = None, *, pool: EmbeddingPool | None =
         repo = await Repository.open(settings, embedding_dim=embedding.dim)
         await ensure_model_matches(repo, embedding, reembed=settings.reembed_on_model_change)
         locks = NamespaceLocks(settings.resolved_lock_dir, timeout=settings.lock_timeout_seconds,
-                               leases=repo.leases)
+                               leases=repo.leases, max_idle=settings.namespace_locks_max_idle)
         embedding.metrics = metrics
         metrics.watch_queue(lambda: embedding.queue_depth)
         locks.on_wait = metrics.lock_wait.observe
