@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -465,6 +465,26 @@ def report(result: Json) -> str:
     return "\n".join(lines)
 
 
+def against_server(run_bench: Callable[[argparse.Namespace, ServerProcess], Awaitable[Json]],
+                   args: argparse.Namespace, *, name: str, settings: list[str],
+                   env: dict[str, str] | None = None, log_path: Path | None = None) -> Json:
+    """`run_bench(args, server)` against one real `engram serve` on a temporary data
+    directory, stopped after: compression off (its background passes would make runs
+    differ), each `NAME=VALUE` of `settings` as `ENGRAM_NAME`, then `env` as is."""
+    with tempfile.TemporaryDirectory(prefix=f"engram-{name}-") as tmp:
+        chosen = dict(item.split("=", 1) for item in settings)
+        server = ServerProcess(Path(tmp) / "data", name=f"{name}-server", log_path=log_path,
+                               env={"ENGRAM_COMPRESSION_ENABLED": "false",
+                                    **{f"ENGRAM_{k.upper()}": v for k, v in chosen.items()},
+                                    **(env or {})})
+        server.start(wait=False)
+        try:
+            server.wait_ready(timeout=900)  # the shared machine can be very busy
+            return asyncio.run(run_bench(args, server))
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tenants", type=int, default=16)
@@ -483,26 +503,15 @@ def main() -> None:
     parser.add_argument("--log", type=Path, default=None,
                         help="keep the server's log here (a stalled worker's task stacks)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="engram-load-") as tmp:
-        settings = dict(item.split("=", 1) for item in args.set)
-        server = ServerProcess(Path(tmp) / "data", name="load-server", log_path=args.log,
-                               env={"ENGRAM_COMPRESSION_ENABLED": "false",
-                                    **{f"ENGRAM_{k.upper()}": v for k, v in settings.items()}})
-        server.start(wait=False)
-        try:
-            server.wait_ready(timeout=900)  # the shared machine can be very busy
-            result = asyncio.run(run(args, server))
-        finally:
-            server.stop()
-        texts = result.pop("_locomo_texts", None)
-        if texts:
-            timings = encode_seconds(texts, threads=1, batch_size=32, per_session=False)
-            turns = result["locomo"]["turns"]
-            result["raw_encode"] = {
-                "seconds": round(timings["one_call"], 2),
-                "turns_per_second_equivalent": round(turns / timings["one_call"], 1),
-                "store_to_raw_ratio": round(timings["one_call"] / result["locomo"]["seconds"],
-                                            3)}
+    result = against_server(run, args, name="load", settings=args.set, log_path=args.log)
+    texts = result.pop("_locomo_texts", None)
+    if texts:
+        timings = encode_seconds(texts, threads=1, batch_size=32, per_session=False)
+        turns = result["locomo"]["turns"]
+        result["raw_encode"] = {
+            "seconds": round(timings["one_call"], 2),
+            "turns_per_second_equivalent": round(turns / timings["one_call"], 1),
+            "store_to_raw_ratio": round(timings["one_call"] / result["locomo"]["seconds"], 3)}
     print(report(result))
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     out = RESULTS_DIR / f"load-{time.strftime('%Y%m%dT%H%M%S')}.json"

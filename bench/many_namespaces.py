@@ -26,7 +26,6 @@ import asyncio
 import json
 import random
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -40,6 +39,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.load import (  # noqa: E402
     _QUERIES,
     REST_SECONDS,
+    against_server,
     http,
     jobs_done,
     memory_gauges,
@@ -206,20 +206,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the JSON here (e.g. under /work/logs/)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="engram-ns-") as tmp:
-        settings = dict(item.split("=", 1) for item in args.set)
-        environment = dict(item.split("=", 1) for item in args.env)
-        # Compression off, as in load.py: its background passes would make runs differ.
-        server = ServerProcess(Path(tmp) / "data", name="ns-server", log_path=args.log,
-                               env={"ENGRAM_COMPRESSION_ENABLED": "false",
-                                    **{f"ENGRAM_{k.upper()}": v for k, v in settings.items()},
-                                    **environment})
-        server.start(wait=False)
-        try:
-            server.wait_ready(timeout=900)  # the shared machine can be very busy
-            result = asyncio.run(run(args, server))
-        finally:
-            server.stop()
+    result = against_server(run, args, name="ns", settings=args.set,
+                            env=dict(item.split("=", 1) for item in args.env), log_path=args.log)
     print(report(result))
     text = json.dumps(result, indent=2, default=str)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

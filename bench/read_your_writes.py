@@ -34,7 +34,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -47,6 +46,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench.load import (  # noqa: E402
     RESULTS_DIR,
+    against_server,
     http,
     jobs_done,
     locomo_sessions,
@@ -385,17 +385,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a server setting, e.g. recall_deadline_ms=0 (repeatable)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="engram-ryw-") as tmp:
-        settings = dict(item.split("=", 1) for item in args.set)
-        server = ServerProcess(Path(tmp) / "data", name="ryw-server",
-                               env={"ENGRAM_COMPRESSION_ENABLED": "false",
-                                    **{f"ENGRAM_{k.upper()}": v for k, v in settings.items()}})
-        server.start(wait=False)
-        try:
-            server.wait_ready(timeout=900)  # the shared machine can be very busy
-            result = asyncio.run(run(args, server))
-        finally:
-            server.stop()
+    result = against_server(run, args, name="ryw", settings=args.set)
     print(report(result))
     if args.json:
         print(json.dumps(result, indent=2, default=str, ensure_ascii=False))
