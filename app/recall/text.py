@@ -43,6 +43,8 @@ from app.scripts import HAN_RUN, has_han
 
 _LATIN_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER_WITH_UNIT = re.compile(r"(\d{2,})[a-z]{1,3}")
+# Capitalised English words in a row: a name ("Xiao Zhang", "Xiaoming"), perhaps in pinyin.
+_CAPITALISED_RUN = re.compile(r"(?<![A-Za-z'])[A-Z][a-z]+(?: [A-Z][a-z]+)*(?![A-Za-z])")
 _AGE = re.compile(r"[\d零一二两三四五六七八九十]\s*岁")
 _NUMBER_TERM = re.compile(r"\d+|[零一二两三四五六七八九十百千万亿]+[人岁天个周年月次场位]?")
 
@@ -232,10 +234,6 @@ def query_terms(text: str) -> QueryTerms:
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
                       guessed=frozenset(guessed - cjk), glossed=frozenset(glossed),
                       spelled=frozenset(spelled))
-
-
-# Capitalised English words in a row: a name ("Xiao Zhang", "Xiaoming").
-_CAPITALISED_RUN = re.compile(r"(?<![A-Za-z'])[A-Z][a-z]+(?: [A-Z][a-z]+)*(?![A-Za-z])")
 
 
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
