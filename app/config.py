@@ -159,9 +159,11 @@ class Settings(BaseSettings):
     # metadata (manifests, fragment and deletion files). LanceDB's defaults, 6 GB and 1 GB,
     # are caps far above this service's working set; these bound the server's memory. A
     # recall over 100k memories keeps ~16 MB in them; what fills them during a long ingest
-    # is mostly older versions' entries (docs/benchmarks.md).
-    lancedb_index_cache_mb: int = Field(default=64, ge=1)
-    lancedb_metadata_cache_mb: int = Field(default=32, ge=1)
+    # is mostly older versions' entries, and those long-lived entries also pin malloc pages
+    # among the ingest's short-lived buffers: 64 + 32 MB held ~150 MB more after a
+    # 400-namespace ingest than 16 + 8 (docs/benchmarks.md, "Many namespaces").
+    lancedb_index_cache_mb: int = Field(default=16, ge=1)
+    lancedb_metadata_cache_mb: int = Field(default=8, ge=1)
     # glibc malloc arenas of the server process (app/ops/malloc.py); 0: glibc's default
     # (8 per core). MALLOC_ARENA_MAX in the environment takes precedence.
     malloc_arena_max: int = Field(default=2, ge=0, le=64)

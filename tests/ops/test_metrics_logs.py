@@ -26,8 +26,8 @@ class TestMetrics:
             self, client: Any) -> None:
         text = await metrics_after_bilingual_use(client)
         held = metric_by_label(text, "engram_memory_held", "what")
-        # LanceDB's caches, within their caps (64 + 32 MB by default).
-        assert 0 < held["lancedb_cache_bytes"] <= (64 + 32) * 2**20
+        # LanceDB's caches, within their caps (16 + 8 MB by default).
+        assert 0 < held["lancedb_cache_bytes"] <= (16 + 8) * 2**20
         # Each recall's question waited for its vector (the query lane), each store's chunks
         # for theirs (a recall may also embed a second text: at least one wait each).
         waits = metric_by_label(text, "engram_embedding_wait_seconds_count", "lane")
