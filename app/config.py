@@ -160,8 +160,9 @@ class Settings(BaseSettings):
     # are caps far above this service's working set; these bound the server's memory. A
     # recall over 100k memories keeps ~16 MB in them; what fills them during a long ingest
     # is mostly older versions' entries, and those long-lived entries also pin malloc pages
-    # among the ingest's short-lived buffers: 64 + 32 MB held ~150 MB more after a
-    # 400-namespace ingest than 16 + 8 (docs/benchmarks.md, "Many namespaces").
+    # among the ingest's short-lived buffers: after bench/many_namespaces.py's 400-namespace
+    # ingest 64 + 32 MB held 112 MB more RSS than 16 + 8 (147 MB without the model;
+    # docs/benchmarks.md, "Many namespaces").
     lancedb_index_cache_mb: int = Field(default=16, ge=1)
     lancedb_metadata_cache_mb: int = Field(default=8, ge=1)
     # glibc malloc arenas of the server process (app/ops/malloc.py); 0: glibc's default
