@@ -5,7 +5,8 @@ log as `pending`; its build (chunking, classifying, embedding) runs after, in th
 background. Until it lands, no memory holds them, and a recall made right after the
 acknowledgement would not find what the user just said. So each search also looks at the
 namespace's pending messages (held between recalls: app/storage/pending_cache.py): the
-ones holding a word of the question (the terms recall matches memories by, `query_terms`)
+ones holding a word of the question (the terms recall matches memories by, `query_terms`,
+with their equivalents and their translations in the other language: bilingual.py)
 become candidates, and so do those whose own vector (computed by a `wait=true` store before
 it answered: app/storage/pending_vectors.py) gives them a relevance of at least the
 recall's `min_score` on its own, with no word in common (score.py's `relevance`, the same
@@ -26,10 +27,11 @@ What the build would cut out of a message is cut out here too: an injection bloc
 carries (the recall firewall's rule 1); a message that is nothing but one is left out.
 
 Limits: a `wait=false` store's messages only by keyword (a question in another language
-than the message does not find them), a `wait=true` one's by each message's own vector, not
-its chunk's; only messages that pass the request's branch, session and time filters (none
-when it filters by category: a pending message has none yet), at most `PENDING_CANDIDATES`
-sessions (the latest) and `PENDING_LINES` messages of each (the best matching).
+finds them only through the dictionary's translations), a `wait=true` one's by each
+message's own vector, not its chunk's; only messages that pass the request's branch,
+session and time filters (none when it filters by category: a pending message has none
+yet), at most `PENDING_CANDIDATES` sessions (the latest) and `PENDING_LINES` messages of
+each (the best matching).
 """
 
 from __future__ import annotations
@@ -122,7 +124,11 @@ class PendingSearch:
         its new lines kept the slowest recalls to their deadline."""
         if not messages:
             return []
-        shares = Coverage(terms, [m.content for m in messages]).scores if terms \
+        # Held by the same words as a built memory (its equivalents, its translations):
+        # a question in the other language finds what was just stored.
+        s = self._settings
+        shares = Coverage(terms, [m.content for m in messages], equivalents=s.recall_equivalents,
+                          across_languages=s.recall_across_languages).scores if terms \
             else [0.0] * len(messages)
         own = self._own_vectors(messages) if query_vector is not None else {}
         near = self._near(messages, shares, own, terms, query_vector=query_vector,

@@ -200,3 +200,23 @@ def test_phrases_and_their_terms() -> None:
     held = Coverage(terms, ["我们决定下周三去杭州出差。", "我喜欢吃火锅。"],
                     across_languages=True)
     assert held.scores[0] > 0 and held.scores[1] == 0
+
+
+@pytest.mark.parametrize(("told", "question"), [
+    ("下个月我们要去成都参加表哥的婚礼。", "Whose wedding is next month in Chengdu?"),
+    ("My wife Mei is a pharmacist at Ruijin Hospital.", "我老婆是做什么工作的？"),
+], ids=["zh-told", "en-told"])
+async def test_just_stored_is_found_across_languages_before_its_build(
+        client: Any, told: str, question: str) -> None:
+    """Read-your-writes across languages: a `wait=false` store's message, still pending (the
+    test holds the namespace's lock, which its build needs), is matched by the question's
+    translations as its memory will be, not only by words of the same language."""
+    async with client.app.state.engram.locks.hold("bilingual"):
+        response = await client.post("/v1/store", json={
+            "namespace": "bilingual", "session_id": "s1", "wait": False,
+            "messages": [{"msg_id": "m1", "role": "user", "content": told}]})
+        assert response.status_code == 202, response.text
+        body = (await client.post("/v1/recall", json={
+            "namespace": "bilingual", "query": question})).json()
+        assert [(m["text"], m["provisional"]) for m in body["memories"]] == [
+            (f"user: {told}", True)], body

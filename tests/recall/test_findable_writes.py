@@ -18,8 +18,9 @@ from app.embedding.names import E5_NAME
 from tests.helpers import metric_by_label, wait_idle
 from tests.recall.test_recall_api import recall
 
-# Facts told in one language, asked about in the other: no word in common (the pending
-# search matches words within a language), so only the turn's own vector can find them.
+# Facts told in one language, asked about in the other: no word in common (with the
+# dictionary's translations off, as these tests run), so only the turn's own vector can
+# find them.
 ACROSS_CASES = {
     "en-told": {"content": "My blood type is O negative.", "query": "我的血型是什么？"},
     "zh-told": {"content": "我的牙医预约在下周四上午十点。",
