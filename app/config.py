@@ -151,8 +151,8 @@ class Settings(BaseSettings):
 
     # --- recall (SPEC.md §6, docs/benchmarks.md says what each default bought) -----------
     # In-process copies of small namespaces for recall's exact searches
-    # (app/storage/namespace_cache.py): rows held in all (~2.5 KB each), and the largest
-    # namespace copied. 0 turns the copies off.
+    # (app/storage/namespace_cache.py): rows held in all (2.5-5 KB each: 4.8 KB after
+    # bench/many_namespaces.py's chats), and the largest namespace copied. 0: no copies.
     namespace_cache_max_rows: int = Field(default=50_000, ge=0)
     namespace_cache_max_namespace_rows: int = Field(default=20_000, ge=0)
     # LanceDB's own caches in this process (its `Session`): opened index files and table

@@ -15,8 +15,10 @@ and anything else drops the copies concerned. A version this process cannot acco
 (another process's write, a compaction, an index build) drops every copy behind it; the
 next keyword search starts the reload, so it overlaps the query's embedding.
 
-Memory: a row costs ~2.5 KB (vector and text); at most `namespace_cache_max_rows` rows are
-held, least recently used namespaces first out, and no namespace above
+Memory: a row costs 2.5-5 KB (its vector's 1.5 KB, its text and the other search columns:
+4.8 KB a row after bench/many_namespaces.py's mixed chats, by the gauge
+`engram_memory_held{what="namespace_cache_bytes"}`); at most `namespace_cache_max_rows`
+rows are held, least recently used namespaces first out, and no namespace above
 `namespace_cache_max_namespace_rows` (settings; 0 turns the copies off).
 
 One file (past 400 lines) because the copies and the version bookkeeping that keeps them
