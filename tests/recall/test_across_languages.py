@@ -136,10 +136,18 @@ NAMED = [
     ("王磊是谁？", "Wang Lei joined our team last month as a product designer.",
      ENGLISH_NOTES),
 ]
+# Words in a row that the dictionary translates as a whole (bilingual.py, `phrase_forms`):
+# "next week" is 下周, which none of its words alone gives ("week" has a dozen Chinese
+# words). (question, the note that answers it, the notes beside it)
+PHRASED = [
+    ("Where is the business trip next week?", "我们决定下周三去杭州出差，住在西湖边的酒店。",
+     CHINESE_NOTES),
+]
 
 
-@pytest.mark.parametrize(("question", "answer", "beside"), NAMED, ids=[q for q, *_ in NAMED])
-async def test_a_name_is_found_by_its_pinyin_in_the_other_language(
+@pytest.mark.parametrize(("question", "answer", "beside"), [*NAMED, *PHRASED],
+                         ids=[q for q, *_ in [*NAMED, *PHRASED]])
+async def test_a_name_or_a_phrase_is_found_in_the_other_language(
         client: Any, question: str, answer: str, beside: list[str]) -> None:
     for i, note in enumerate([*beside, answer]):
         await store_notes(client, [note], f"note-{i}")
@@ -162,26 +170,6 @@ def test_pinyin_names_and_what_spells_them() -> None:
     assert not bilingual.spells("我想吃那家店", "xiaozhang")
     assert bilingual.readings_of("小张") == ("xiao zhang", "xiaozhang")
     assert bilingual.readings_of("火锅") == ()  # translated: hotpot
-
-
-# Words in a row that the dictionary translates as a whole (bilingual.py, `phrase_forms`):
-# "next week" is 下周, which none of its words alone gives ("week" has a dozen Chinese
-# words). (question, the note that answers it, the notes beside it)
-PHRASED = [
-    ("Where is the business trip next week?", "我们决定下周三去杭州出差，住在西湖边的酒店。",
-     CHINESE_NOTES),
-]
-
-
-@pytest.mark.parametrize(("question", "answer", "beside"), PHRASED, ids=[q for q, *_ in PHRASED])
-async def test_a_phrase_is_found_by_its_translation_as_a_whole(
-        client: Any, question: str, answer: str, beside: list[str]) -> None:
-    for i, note in enumerate([*beside, answer]):
-        await store_notes(client, [note], f"note-{i}")
-    body = (await client.post("/v1/recall", json={
-        "namespace": "bilingual", "query": question})).json()
-    texts = [m["text"] for m in body["memories"]]
-    assert texts and answer in texts[0], texts
 
 
 def test_phrases_and_their_terms() -> None:
