@@ -26,7 +26,7 @@ from app.recall.pending import without_built
 from app.recall.query import Query
 from app.recall.references import split_questions
 from app.recall.schemas import Stage
-from app.recall.score import score
+from app.recall.score import coverage, score
 from app.recall.search import Searcher
 from app.recall.text import Coverage, QueryTerms, query_terms
 from app.recall.tuning import HOP_FROM, NAMES_FROM, NAMES_HELD_BY
@@ -117,11 +117,8 @@ async def find(query: Query, *, searcher: Searcher, pool: EmbeddingPool, setting
         first, first_matcher = results[0]
         known = first_matcher.rows_by([c.memory.id for c in first]) \
             if first_matcher is not None and parts[0][1] is terms else {}
-        matcher = Coverage(terms, [c.memory.text for c in merged],
-                           equivalents=settings.recall_equivalents,
-                           across_languages=settings.recall_across_languages,
-                           drop_absent=parsed.counts,
-                           rows=[known.get(c.memory.id) for c in merged])
+        matcher = coverage(terms, [c.memory.text for c in merged], settings,
+                           counts=parsed.counts, rows=[known.get(c.memory.id) for c in merged])
     return Found(merged, matcher, hop_names(names, merged))
 
 

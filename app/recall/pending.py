@@ -48,8 +48,8 @@ from app.embedding.pool import EmbeddingPool
 from app.recall.candidates import PENDING_PREFIX, Candidate, utc
 from app.recall.deadline import Deadline
 from app.recall.schemas import Stage
-from app.recall.score import relevance
-from app.recall.text import Coverage, QueryTerms
+from app.recall.score import coverage, relevance
+from app.recall.text import QueryTerms
 from app.recall.tuning import PENDING_CANDIDATES, PENDING_LINES, PENDING_TEXTS
 from app.scripts import has_han
 from app.storage.records import MemoryRecord, MessageRecord
@@ -126,10 +126,8 @@ class PendingSearch:
             return []
         # Held by the same words as a built memory (its equivalents, its translations):
         # a question in the other language finds what was just stored.
-        s = self._settings
-        shares = Coverage(terms, [m.content for m in messages], equivalents=s.recall_equivalents,
-                          across_languages=s.recall_across_languages).scores if terms \
-            else [0.0] * len(messages)
+        shares = coverage(terms, [m.content for m in messages], self._settings).scores \
+            if terms else [0.0] * len(messages)
         own = self._own_vectors(messages) if query_vector is not None else {}
         near = self._near(messages, shares, own, terms, query_vector=query_vector,
                           min_score=min_score, chinese=chinese)

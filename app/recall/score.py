@@ -68,6 +68,18 @@ class Matched:
     without_bm25: bool = False  # no full-text search: the share stands for the rank
 
 
+def coverage(terms: QueryTerms, documents: Sequence[str], settings: Settings, *,
+             counts: bool = False, rows: Sequence[list[bool] | None] | None = None
+             ) -> Coverage:
+    """The question's words over `documents` as recall matches them with these settings
+    (their equivalents, their translations): one matcher for memories, a hop's merged
+    candidates and pending messages alike. `counts`: a counting question (`Coverage`'s
+    `drop_absent`); `rows`: what is already known of some documents (`Coverage`)."""
+    return Coverage(terms, documents, equivalents=settings.recall_equivalents,
+                    across_languages=settings.recall_across_languages, drop_absent=counts,
+                    rows=rows)
+
+
 def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: QueryTerms,
               chinese: bool, counts: bool = False, keyword_only: bool = False,
               without_bm25: bool = False) -> Matched:
@@ -82,10 +94,8 @@ def relevance(candidates: Sequence[Candidate], settings: Settings, *, terms: Que
     words a memory holds is its whole keyword part.
     """
     s = settings
-    matcher = Coverage(terms, [c.memory.text for c in candidates],
-                       equivalents=s.recall_equivalents,
-                       across_languages=s.recall_across_languages,
-                       drop_absent=counts) if terms and candidates else None
+    matcher = coverage(terms, [c.memory.text for c in candidates], s, counts=counts) \
+        if terms and candidates else None
     covered = matcher.scores if matcher else [0.0] * len(candidates)
     if not candidates:
         return Matched(matcher, covered, [], without_bm25)
