@@ -232,7 +232,8 @@ def query_terms(text: str) -> QueryTerms:
             cjk = {t for t in cjk if not any(t != w and t in w for w in named)} | named
     if _AGE.search(text):  # "40岁以下": the age, though no word names it
         cjk.add("年龄")
-    latin = latin_words(HAN_RUN.sub(" ", text))
+    without_han = HAN_RUN.sub(" ", text)
+    latin = latin_words(without_han)
     spelled = set()
     for run in _CAPITALISED_RUN.findall(text):
         words = run.split()
@@ -241,13 +242,14 @@ def query_terms(text: str) -> QueryTerms:
             spelled |= {(term, name) for w in words if (term := stem(w.lower())) in latin}
     return QueryTerms(latin=frozenset(latin), cjk=frozenset(cjk),
                       guessed=frozenset(guessed - cjk), glossed=frozenset(glossed),
-                      spelled=frozenset(spelled), phrased=_phrased(text, latin))
+                      spelled=frozenset(spelled), phrased=_phrased(without_han, latin))
 
 
 def _phrased(text: str, latin: set[str]) -> frozenset[tuple[str, str]]:
-    """(term, Chinese form) for each run of two or three English words in `text` that the
-    dictionary translates as a whole (`QueryTerms.phrased`), the longest run first."""
-    words = [stem(w.split("'")[0]) for w in _LATIN_WORD.findall(HAN_RUN.sub(" ", text).lower())]
+    """(term, Chinese form) for each run of two or three English words in `text` (its
+    Chinese taken out) that the dictionary translates as a whole (`QueryTerms.phrased`),
+    the longest run first."""
+    words = [stem(w.split("'")[0]) for w in _LATIN_WORD.findall(text.lower())]
     found: set[tuple[str, str]] = set()
     covered: set[int] = set()
     for size in (3, 2):
